@@ -1,0 +1,5 @@
+"""Placeholder."""
+
+
+def run() -> None:
+    """Run one episode."""

@@ -1,0 +1,9 @@
+"""Placeholder."""
+
+
+def eval_command() -> None:
+    """Evaluate."""
+
+
+def report_command() -> None:
+    """Report."""

@@ -1,0 +1,197 @@
+"""The shared vocabulary: benchmark samples and agent trajectories as plain dataclasses.
+
+A `Trajectory` is the record of one episode, kept **token-in, token-out**: each segment holds the
+exact token ids the policy saw or produced (prompt, generated, observation, generated, ...), so
+training consumes them as they are and nothing re-tokenizes model output. Images are stored by
+reference (a content hash into the run's `ImageStore`, see `beacon.images`), which keeps one
+trajectory to one JSON line and lets rollouts that share a crop store it once.
+
+Engines that cannot give token ids (a hosted API) produce segments with text only; such
+trajectories are fine for evaluation and expert data, and `Trajectory.has_token_ids` tells
+training code to refuse them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from PIL import Image
+
+ImageSource = Image.Image | str | Path | bytes
+"""An image as a benchmark gives it: a decoded PIL image, a file path, or encoded bytes."""
+
+SegmentRole = Literal["prompt", "generated", "observation"]
+
+FinishReason = Literal[
+    "answer",  # the model closed its final answer (</answer>, or stopped after one)
+    "stop",  # the model ended its turn without an answer tag
+    "max_turns",
+    "max_tool_calls",
+    "max_tokens",  # per-turn or total new-token budget spent
+    "context_length",
+    "engine_error",
+    "sandbox_error",
+]
+
+AnswerType = Literal["choice", "number", "yesno", "text", "math", "list"]
+
+
+@dataclass
+class Sample:
+    """One benchmark item.
+
+    `options` maps option letters to option texts ("A" -> "red"); `answer` is the reference as the
+    benchmark states it (a letter for choice items). `metadata` carries benchmark-specific facts:
+    category, difficulty, ground-truth regions, the original row.
+    """
+
+    id: str
+    images: list[ImageSource]
+    question: str
+    answer: str
+    answer_type: AnswerType = "text"
+    options: dict[str, str] | None = None
+    benchmark: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def category(self) -> str | None:
+        """The benchmark's category for per-category reports, if it has one."""
+        value = self.metadata.get("category")
+        return None if value is None else str(value)
+
+
+@dataclass
+class Segment:
+    """A contiguous run of tokens with one role.
+
+    `loss_mask[i]` is 1 where token i may carry training loss (generated tokens only; prompt and
+    observation tokens are always 0). `logprobs[i]` is the sampling log-prob of generated token i
+    under the policy that produced it; None for prompt/observation segments or when the engine
+    gave none. `images` holds ImageStore keys of the images this segment introduces, in order.
+    `kind` marks generated text ("text") vs code ("code") for per-segment sampling and metrics.
+    """
+
+    role: SegmentRole
+    text: str
+    token_ids: list[int] = field(default_factory=list)
+    loss_mask: list[int] = field(default_factory=list)
+    logprobs: list[float] | None = None
+    images: list[str] = field(default_factory=list)
+    kind: str = "text"
+
+    def __post_init__(self) -> None:
+        if not self.loss_mask and self.token_ids:
+            self.loss_mask = [1 if self.role == "generated" else 0] * len(self.token_ids)
+
+
+@dataclass
+class EvidenceState:
+    """What the agent had gathered after one tool call (ReVuE's evidence state e_j).
+
+    `segment_index` is the index of the observation segment that closed the call;
+    `token_position` the number of trajectory tokens up to and including it.
+    """
+
+    segment_index: int
+    token_position: int
+    images_available: int
+    tool_calls: int
+    code_tokens: int
+
+
+@dataclass
+class ToolCall:
+    """One executed (or, in notool mode, attempted) tool call."""
+
+    code: str
+    executed: bool
+    ok: bool = False
+    error: str | None = None
+    timed_out: bool = False
+    stdout: str = ""
+    images: list[str] = field(default_factory=list)
+    elapsed_s: float = 0.0
+
+
+@dataclass
+class Trajectory:
+    """One episode: segments, the final answer and how the episode went.
+
+    For `mode == "hinted"` the first segment is the hinted prompt the responses were sampled
+    from, and `original_prompt` holds the un-hinted prompt segment training swaps in (HGCE).
+    """
+
+    sample_id: str
+    mode: str
+    format: str
+    segments: list[Segment] = field(default_factory=list)
+    final_answer: str | None = None
+    finish_reason: FinishReason = "stop"
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    evidence: list[EvidenceState] = field(default_factory=list)
+    original_prompt: Segment | None = None
+    hint: str | None = None
+    wall_time_s: float = 0.0
+    error: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def used_tool(self) -> bool:
+        """True when at least one tool call was executed (attempts in notool mode don't count)."""
+        return any(c.executed for c in self.tool_calls)
+
+    @property
+    def num_tool_calls(self) -> int:
+        return sum(c.executed for c in self.tool_calls)
+
+    @property
+    def attempted_tool_calls(self) -> int:
+        return len(self.tool_calls)
+
+    @property
+    def code_tokens(self) -> int:
+        return sum(len(s.token_ids) for s in self.segments if s.kind == "code")
+
+    @property
+    def response_tokens(self) -> int:
+        """Number of generated tokens (the response length of ReVuE's Figure 5)."""
+        return sum(len(s.token_ids) for s in self.segments if s.role == "generated")
+
+    @property
+    def response_text(self) -> str:
+        """Everything after the prompt, as the model saw it (generated text and observations)."""
+        return "".join(s.text for s in self.segments if s.role != "prompt")
+
+    @property
+    def token_ids(self) -> list[int]:
+        return [t for s in self.segments for t in s.token_ids]
+
+    @property
+    def loss_mask(self) -> list[int]:
+        return [m for s in self.segments for m in s.loss_mask]
+
+    @property
+    def has_token_ids(self) -> bool:
+        return all(s.token_ids or not s.text for s in self.segments)
+
+    def to_json(self) -> str:
+        """One JSON line; images are already references, so the line stays small."""
+        return json.dumps(asdict(self), ensure_ascii=False, separators=(",", ":"))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Trajectory:
+        data = dict(data)
+        data["segments"] = [Segment(**s) for s in data.get("segments", [])]
+        data["tool_calls"] = [ToolCall(**c) for c in data.get("tool_calls", [])]
+        data["evidence"] = [EvidenceState(**e) for e in data.get("evidence", [])]
+        if data.get("original_prompt") is not None:
+            data["original_prompt"] = Segment(**data["original_prompt"])
+        return cls(**data)
+
+    @classmethod
+    def from_json(cls, line: str) -> Trajectory:
+        return cls.from_dict(json.loads(line))
