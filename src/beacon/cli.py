@@ -54,5 +54,9 @@ app.add_typer(engines_cli.tiny_app, name="tiny")
 app.add_typer(benchmarks_cli.app, name="bench")
 app.command("serve")(engines_cli.serve)
 app.command("run")(agent_cli.run)
-app.command("eval")(eval_cli.eval_command)
+app.command("eval", epilog=eval_cli.EVAL_EPILOG)(eval_cli.eval_command)
 app.command("report")(eval_cli.report_command)
+
+
+if __name__ == "__main__":
+    app()

@@ -1,6 +1,6 @@
 """Image loading and the run's content-addressed image store.
 
-Trajectories refer to images by the SHA-256 of their encoded bytes, so eight rollouts of one
+Trajectories refer to images by the SHA-256 of their pixels, so eight rollouts of one
 prompt that return the same crop store it once, and a trajectory stays one small JSON line.
 """
 
@@ -74,6 +74,13 @@ def encode_png(image: Image.Image, compress_level: int = 1) -> bytes:
     return buf.getvalue()
 
 
+def image_key(image: Image.Image) -> str:
+    """SHA-256 of an image's mode, size and raw pixels: equal images get equal keys."""
+    digest = hashlib.sha256(f"{image.mode}:{image.width}x{image.height}:".encode())
+    digest.update(image.tobytes())
+    return digest.hexdigest()
+
+
 class ImageStore:
     """Content-addressed PNG files under `root`: `put` returns a key, `get` loads it back.
 
@@ -89,15 +96,15 @@ class ImageStore:
     def path(self, key: str) -> Path:
         return self.root / key[:2] / f"{key}.png"
 
-    def put(self, image: Image.Image | bytes) -> str:
-        data = image if isinstance(image, bytes) else encode_png(image)
-        key = hashlib.sha256(data).hexdigest()
+    def put(self, image: Image.Image) -> str:
+        """Store `image` once; the key hashes its pixels, so the PNG is encoded only when new."""
+        key = image_key(image)
         path = self.path(key)
         if path.exists():
             return key
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
-        tmp.write_bytes(data)
+        tmp.write_bytes(encode_png(image))
         os.replace(tmp, path)
         return key
 

@@ -34,6 +34,7 @@ FinishReason = Literal[
     "context_length",
     "engine_error",
     "sandbox_error",
+    "input_error",  # the sample itself was unusable (e.g. an image that cannot be decoded)
 ]
 
 AnswerType = Literal["choice", "number", "yesno", "text", "math", "list"]
@@ -165,6 +166,11 @@ class Trajectory:
     def response_text(self) -> str:
         """Everything after the prompt, as the model saw it (generated text and observations)."""
         return "".join(s.text for s in self.segments if s.role != "prompt")
+
+    @property
+    def generated_text(self) -> str:
+        """The model's own words (observations left out): what answer extraction reads."""
+        return "".join(s.text for s in self.segments if s.role == "generated")
 
     @property
     def token_ids(self) -> list[int]:

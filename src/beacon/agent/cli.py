@@ -1,5 +1,70 @@
-"""Placeholder."""
+"""`beacon run`: one episode on one image, printed readably — the first thing to try."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
 
 
-def run() -> None:
-    """Run one episode."""
+def run(
+    image: Path = typer.Option(..., exists=True, dir_okay=False, help="The input image."),
+    question: str = typer.Option(..., help="The question to ask about the image."),
+    model: str = typer.Option("tiny", help='Model path or hub name; "tiny" = built-in tiny model.'),
+    engine: str = typer.Option("hf", help="Engine: hf, openai or vllm."),
+    base_url: str = typer.Option("http://127.0.0.1:8000/v1", help="openai engine: server /v1."),
+    mode: str = typer.Option("tool", help="tool (code runs in the sandbox) or notool."),
+    format_: str = typer.Option("thyme", "--format", help="Tool protocol: thyme or tool_call."),
+    max_turns: int = typer.Option(6, help="Assistant turns at most."),
+    max_new_tokens: int = typer.Option(1024, help="New tokens per turn at most."),
+    temperature: float = typer.Option(0.0, help="Sampling temperature (0 = greedy)."),
+    out: Path = typer.Option(None, help="Folder for the trajectory JSON and its images."),
+    show_prompt: bool = typer.Option(False, help="Also print the rendered prompt."),
+    json_: bool = typer.Option(False, "--json", help="Print the trajectory as JSON instead."),
+) -> None:
+    """Run one episode and print the trajectory: reasoning, code, observations, answer."""
+    from beacon.agent.config import AgentConfig
+    from beacon.agent.episode import EpisodeSpec
+    from beacon.agent.loop import AgentLoop
+    from beacon.agent.render import render_trajectory
+    from beacon.eval.config import EngineConfig
+    from beacon.eval.runner import build_engine
+    from beacon.images import ImageStore
+    from beacon.types import Sample
+
+    if mode not in ("tool", "notool"):
+        raise typer.BadParameter(f"--mode must be tool or notool, got {mode!r}")
+    agent = AgentConfig(
+        format=format_,
+        max_turns=max_turns,
+        max_new_tokens_per_turn=max_new_tokens,
+        temperature=temperature,
+    )
+    problems = agent.validate()
+    if problems:
+        raise typer.BadParameter("; ".join(problems))
+    store = ImageStore(out / "images") if out else None
+    sample = Sample(id=image.stem, images=[image], question=question, answer="")
+    eng = build_engine(EngineConfig(name=engine, model=model, base_url=base_url))
+    try:
+        sandbox = None
+        if mode == "tool":
+            from beacon.sandbox import Sandbox
+
+            sandbox = Sandbox()
+        try:
+            with AgentLoop(eng, sandbox, agent, store=store) as loop:
+                (trajectory,) = loop.run([EpisodeSpec(sample, mode=mode)])
+        finally:
+            if sandbox is not None:
+                sandbox.close()
+    finally:
+        eng.close()
+    if out:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "trajectory.json").write_text(trajectory.to_json() + "\n")
+    if json_:
+        typer.echo(json.dumps(json.loads(trajectory.to_json()), indent=2))
+    else:
+        typer.echo(render_trajectory(trajectory, show_prompt=show_prompt))

@@ -76,7 +76,7 @@ class GenerationResult:
 class ChatTokenizer(Protocol):
     """Local rendering and tokenization with the model's own processor."""
 
-    image_placeholder: str  # the text standing for one image, e.g. "<|vision_start|><|image_pad|><|vision_end|>"
+    image_placeholder: str  # text for one image: "<|vision_start|><|image_pad|><|vision_end|>"
     eos_token_ids: list[int]
 
     def render_chat(

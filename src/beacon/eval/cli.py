@@ -1,9 +1,136 @@
-"""Placeholder."""
+"""`beacon eval` and `beacon report`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+EVAL_EPILOG = """
+Examples:
+
+  beacon eval                                   # tiny model on the built-in synth benchmark
+
+  beacon eval --model Qwen/Qwen2.5-VL-7B-Instruct --bench synth,vstar --limit 50
+
+  beacon eval --engine openai --base-url http://localhost:8000/v1 --model my-model \\
+      --bench hrbench_4k --samples 4 --set agent.temperature=1.0 --concurrency 64
+
+Rerunning the same command with the same --out resumes where it stopped.
+"""
 
 
-def eval_command() -> None:
-    """Evaluate."""
+def _split(values: str | None) -> list[str] | None:
+    return None if values is None else [v.strip() for v in values.split(",") if v.strip()]
 
 
-def report_command() -> None:
-    """Report."""
+def _overrides(
+    model: str | None,
+    engine: str | None,
+    base_url: str | None,
+    bench: str | None,
+    modes: str | None,
+    samples: int | None,
+    concurrency: int | None,
+    limit: int | None,
+    out: str | None,
+    data: list[str],
+) -> list[str]:
+    """Turn the convenience flags into `--set` overrides, so one validator checks them all."""
+    sets = []
+    pairs = {
+        "engine.model": model,
+        "engine.name": engine,
+        "engine.base_url": base_url,
+        "samples": samples,
+        "concurrency": concurrency,
+        "limit": limit,
+        "out": out,
+    }
+    sets += [f"{k}={v}" for k, v in pairs.items() if v is not None]
+    if bench is not None:
+        sets.append(f"benchmarks=[{','.join(_split(bench))}]")
+    if modes is not None:
+        sets.append(f"modes=[{','.join(_split(modes))}]")
+    for entry in data:
+        name, sep, path = entry.partition("=")
+        if not sep:
+            raise typer.BadParameter(f"--data expects NAME=PATH, got {entry!r}")
+        sets.append(f"data.{name}={path}")
+    return sets
+
+
+def eval_command(
+    model: str = typer.Option(None, help='Model path or hub name; "tiny" = built-in tiny model.'),
+    engine: str = typer.Option(None, help="Engine: hf, openai or vllm."),
+    base_url: str = typer.Option(None, help="openai engine: server address, e.g. .../v1."),
+    bench: str = typer.Option(None, help="Comma-separated benchmarks (see `beacon bench list`)."),
+    modes: str = typer.Option(None, help="Comma-separated modes: tool,notool."),
+    samples: int = typer.Option(None, help="K samples per item and mode."),
+    concurrency: int = typer.Option(None, help="Episodes in flight."),
+    limit: int = typer.Option(None, help="Items per benchmark (default: all)."),
+    out: str = typer.Option(None, help="Run folder (default runs/eval); reruns resume."),
+    data: list[str] = typer.Option(
+        [], "--data", help="Local benchmark file: NAME=PATH (repeatable)."
+    ),
+    config: Path = typer.Option(None, "--config", "-c", help="YAML config file."),
+    set_: list[str] = typer.Option([], "--set", help="Override a setting: a.b=value."),
+    show_config: bool = typer.Option(False, help="Print every setting with its help and exit."),
+    no_progress: bool = typer.Option(False, help="No progress bar."),
+) -> None:
+    """Evaluate a model on benchmarks with and without tools; write samples, summary, report."""
+    from beacon.config import ConfigError, describe, load_config
+    from beacon.eval.config import EvalConfig
+
+    if show_config:
+        for name, type_, default, help_ in describe(EvalConfig):
+            typer.echo(f"{name} ({type_}, default {default}): {help_}")
+        raise typer.Exit()
+    overrides = _overrides(
+        model, engine, base_url, bench, modes, samples, concurrency, limit, out, data
+    )
+    try:
+        cfg = load_config(EvalConfig, path=config, overrides=[*overrides, *set_])
+    except ConfigError as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(2) from None
+    from beacon.eval.runner import RunFolderMismatch, run_eval
+
+    try:
+        summary = run_eval(cfg, progress=not no_progress)
+    except (RunFolderMismatch, KeyError, ValueError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    _print_headline(summary, Path(cfg.out))
+
+
+def _print_headline(summary: dict, out: Path) -> None:
+    overall = summary.get("overall", {})
+    typer.echo(json.dumps(_headline(overall), indent=2))
+    typer.echo(f"results: {out / 'samples.jsonl'}  summary: {out / 'summary.json'}")
+    if (out / "report.md").exists():
+        typer.echo(f"report: {out / 'report.md'}")
+
+
+def _headline(overall: dict) -> dict:
+    keys = ("n_items", "acc_tool", "acc_notool", "te", "mode_adaptiveness", "gain", "harm")
+    flat = {**overall, **overall.get("adaptivity", {})}
+    return {k: flat[k] for k in keys if k in flat}
+
+
+def report_command(
+    runs: list[Path] = typer.Argument(..., help="Run folders (from beacon eval) to compare."),
+    out: Path = typer.Option(None, help="Where to write report.md (default: the first run)."),
+) -> None:
+    """Write report.md with tables and PNG plots comparing one or more eval runs."""
+    from beacon.benchmarks import get_benchmark, list_benchmarks
+    from beacon.eval.report import write_report
+
+    for run in runs:
+        if not (run / "samples.jsonl").exists():
+            typer.echo(f"error: {run} has no samples.jsonl; is it a beacon eval folder?", err=True)
+            raise typer.Exit(2)
+    aggregators = {name: get_benchmark(name).aggregate for name in list_benchmarks()}
+    path = write_report(runs, out or runs[0], aggregators=aggregators)
+    typer.echo(f"report: {path}")

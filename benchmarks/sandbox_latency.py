@@ -1,0 +1,172 @@
+"""Sandbox latency: in-process exec (floor) vs a fresh python per call (CodeV) vs Beacon.
+
+The workload is one typical tool call on a 4000x3000 image: crop a region, resize it, return
+the result as an image. Measured per call, after warm-up:
+
+    (a) exec in this process, no isolation: the floor any sandbox adds to
+    (b) a fresh `python` process per call that loads the image from disk (CodeV-style)
+    (c) Beacon's Sandbox: jailed pre-forked worker, one forked child per call, calls back to
+        back; (c') the same with a short idle gap before each call, as in an agent loop where
+        the model generates between calls (the worker forks its next child in that gap)
+
+plus (c) throughput with every worker busy (one session per worker, calls back to back).
+Targets: (c) median within 1.5x of (a), at least 5x faster than (b), overhead over (a) < 10 ms.
+
+    python benchmarks/sandbox_latency.py [--calls 40] [--fresh-calls 10] [--gap-ms 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+
+import numpy as np
+from PIL import Image
+
+from beacon.sandbox import Sandbox, SandboxConfig
+
+CODE = """
+crop = image.crop((1200, 900, 2400, 1800))
+small = crop.resize((600, 450))
+small.show()
+"""
+
+FRESH_SCRIPT = """
+import sys
+import numpy as np
+from PIL import Image
+image = Image.open(sys.argv[1]); image.load()
+crop = image.crop((1200, 900, 2400, 1800))
+small = crop.resize((600, 450))
+small.save(sys.argv[2], compress_level=1)
+"""
+
+
+def make_image() -> Image.Image:
+    """A 4000x3000 photo-like image: smooth gradients plus mild noise."""
+    rng = np.random.default_rng(0)
+    y, x = np.mgrid[0:3000, 0:4000]
+    base = np.stack([x * 255 // 4000, y * 255 // 3000, (x + y) * 255 // 7000], axis=-1)
+    noise = rng.integers(0, 16, size=base.shape)
+    return Image.fromarray((base + noise).clip(0, 255).astype(np.uint8))
+
+
+def timed(fn: Callable[[], object], calls: int, warmup: int = 3, gap_s: float = 0.0) -> list[float]:
+    """Wall time of each call; `gap_s` of idle time before each (the model generating)."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(calls):
+        time.sleep(gap_s)
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def in_process(image: Image.Image) -> Callable[[], object]:
+    def call() -> object:
+        shown: list[Image.Image] = []
+        ns = {"image": image}
+        exec(CODE.replace("small.show()", "shown.append(small)"), {**ns, "shown": shown})
+        return shown
+
+    return call
+
+
+def fresh_process(path: str, out_dir: str) -> Callable[[], object]:
+    out = os.path.join(out_dir, "out.png")
+
+    def call() -> object:
+        subprocess.run([sys.executable, "-c", FRESH_SCRIPT, path, out], check=True)
+        return Image.open(out).convert("RGB")
+
+    return call
+
+
+def throughput(sandbox: Sandbox, image: Image.Image, calls_per_worker: int) -> float:
+    sessions = [sandbox.session(images=[image]) for _ in range(sandbox.config.num_workers)]
+    for s in sessions:
+        s.run(CODE)  # warm-up: the worker decodes the session's image once
+
+    def loop(session) -> None:
+        for _ in range(calls_per_worker):
+            result = session.run(CODE)
+            if not result.ok:
+                raise RuntimeError(result.error)
+
+    threads = [threading.Thread(target=loop, args=(s,)) for s in sessions]
+    start = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - start
+    for s in sessions:
+        s.close()
+    return len(sessions) * calls_per_worker / elapsed
+
+
+def row(name: str, times: list[float], floor: float) -> str:
+    med = statistics.median(times)
+    p90 = statistics.quantiles(times, n=10)[-1]
+    return f"| {name:<38} | {med * 1e3:8.1f} | {p90 * 1e3:8.1f} | {med / floor:6.2f}x |"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=40, help="timed calls for (a) and (c)")
+    parser.add_argument("--fresh-calls", type=int, default=10, help="timed calls for (b)")
+    parser.add_argument(
+        "--gap-ms", type=float, default=20.0, help="idle time between calls for the (c') row"
+    )
+    args = parser.parse_args()
+
+    image = make_image()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "image.png")
+        image.save(path, compress_level=1)
+        floor = timed(in_process(image), args.calls)
+        fresh = timed(fresh_process(path, tmp), args.fresh_calls, warmup=1)
+    with Sandbox(SandboxConfig(max_calls_per_session=10_000)) as sandbox:
+        with sandbox.session(images=[image]) as session:
+            beacon = timed(lambda: session.run(CODE), args.calls)
+            spaced = timed(lambda: session.run(CODE), args.calls, gap_s=args.gap_ms / 1000)
+            check = session.run(CODE)
+        rate = throughput(sandbox, image, args.calls)
+        isolation, workers = sandbox.isolation, sandbox.config.num_workers
+    if not (check.ok and check.images and check.images[0].size == (600, 450)):
+        raise SystemExit(f"sandbox call failed: {check.error}")
+
+    a, b, c, c2 = (statistics.median(t) for t in (floor, fresh, beacon, spaced))
+    print(
+        f"machine: {platform.platform()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
+    )
+    print(f"sandbox: isolation={isolation}, workers={workers}; image 4000x3000, crop+resize+return")
+    print()
+    print(f"| {'path':<38} | {'med ms':>8} | {'p90 ms':>8} | {'vs (a)':>7} |")
+    print(f"|{'-' * 40}|{'-' * 10}|{'-' * 10}|{'-' * 9}|")
+    print(row("(a) in-process exec, no isolation", floor, a))
+    print(row("(b) fresh python per call (CodeV)", fresh, a))
+    print(row("(c) Beacon sandbox, back to back", beacon, a))
+    print(row(f"(c') Beacon sandbox, {args.gap_ms:g} ms apart", spaced, a))
+    print()
+    print(f"(c) / (a) = {c / a:.2f}x, (c') / (a) = {c2 / a:.2f}x   (target <= 1.5x)")
+    print(f"(b) / (c) = {b / c:.1f}x, (b) / (c') = {b / c2:.1f}x   (target >= 5x)")
+    print(
+        f"(c) - (a) = {(c - a) * 1e3:.1f} ms, (c') - (a) = {(c2 - a) * 1e3:.1f} ms per call"
+        "   (target < 10 ms)"
+    )
+    print(f"throughput, all {workers} workers busy: {rate:.0f} calls/s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,5 @@
+"""`python -m beacon` runs the command line."""
+
+from beacon.cli import app
+
+app()

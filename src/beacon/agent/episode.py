@@ -1,0 +1,325 @@
+"""One episode's state: the context so far (token ids, images and chat messages side by side),
+the trajectory being recorded, and the rules that turn an engine result into the next step.
+
+The context is kept twice on purpose. `ids` + `images` are the exact tokens the policy has seen
+(token-in, token-out: generated ids are appended as the engine returned them, observations are
+tokenized on their own and appended), and local engines consume them as they are. `messages` is
+the same context as a chat, for HTTP engines that only take messages. Engines without a local
+tokenizer produce text-only segments.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from PIL import Image
+
+from beacon.agent.config import AgentConfig
+from beacon.agent.formats import ANSWER_CLOSE, Format, extract_answer_span, find_calls
+from beacon.engines.base import (
+    ChatTokenizer,
+    GenerationRequest,
+    GenerationResult,
+    Message,
+    SamplingParams,
+)
+from beacon.images import ImageStore, image_key
+from beacon.types import EvidenceState, FinishReason, Sample, Segment, ToolCall, Trajectory
+
+Mode = Literal["tool", "notool", "hinted"]
+TEXT_IMAGE_PLACEHOLDER = "<image>"  # how images read in text-only segments (Thyme data uses it)
+
+
+@dataclass
+class EpisodeSpec:
+    """What to run: a sample, a mode, the sample index k, and (hinted mode) the hint."""
+
+    sample: Sample
+    mode: Mode = "tool"
+    k: int = 0
+    question: str | None = None  # the text shown to the model; defaults to sample.question
+    hint: str | None = None
+    seed: int | None = None
+
+    @property
+    def tools(self) -> bool:
+        return self.mode != "notool"
+
+
+class Episode:
+    """Advances one episode: `request()` -> engine -> `absorb()` -> sandbox -> `observe()`."""
+
+    def __init__(
+        self,
+        spec: EpisodeSpec,
+        fmt: Format,
+        config: AgentConfig,
+        tokenizer: ChatTokenizer | None,
+        store: ImageStore | None,
+    ) -> None:
+        self.spec, self.fmt, self.config = spec, fmt, config
+        self.tokenizer, self.store = tokenizer, store
+        self.trajectory = Trajectory(
+            sample_id=spec.sample.id, mode=spec.mode, format=fmt.name, hint=spec.hint
+        )
+        self.messages: list[Message] = []
+        self.ids: list[int] = []
+        self.images: list[Image.Image] = []
+        self.done = False
+        self.pending_code: str | None = None
+        self.in_code = False  # generating a code segment at code_temperature
+        self.turns = 0
+        self.new_tokens = 0
+        self.turn_text = ""  # generated text of the current assistant turn
+
+    # ----------------------------------------------------------------- start
+    def start(self, messages: list[Message], images: list[Image.Image]) -> None:
+        """Record the prompt segment from the opening messages."""
+        self.messages, self.images = messages, list(images)
+        prompt = self._prompt_segment(messages, images)
+        self.ids = list(prompt.token_ids)
+        self.trajectory.segments.append(prompt)
+
+    def record_original_prompt(self, messages: list[Message], images: list[Image.Image]) -> None:
+        """HGCE: keep the un-hinted prompt so training can swap it in for the hinted one."""
+        self.trajectory.original_prompt = self._prompt_segment(messages, images)
+
+    def _prompt_segment(self, messages: list[Message], images: list[Image.Image]) -> Segment:
+        keys = [self._image_key(im) for im in images]
+        if self.tokenizer is None:
+            return Segment(role="prompt", text=_messages_text(messages), images=keys)
+        text = self.tokenizer.render_chat(messages, add_generation_prompt=True)
+        return Segment(
+            role="prompt", text=text, token_ids=self.tokenizer.encode(text, images), images=keys
+        )
+
+    # -------------------------------------------------------------- generate
+    def request(self) -> GenerationRequest:
+        """The next engine request, with this turn's stop strings and token budget."""
+        cfg = self.config
+        remaining = cfg.max_total_new_tokens - self.new_tokens
+        if self.in_code:
+            stop, temperature = [self.fmt.call_close], cfg.code_temperature
+        else:
+            stop = [ANSWER_CLOSE]
+            if self.spec.tools:
+                split_code = cfg.code_temperature is not None
+                stop.append(self.fmt.call_open if split_code else self.fmt.call_close)
+            temperature = cfg.temperature
+        seed = None if self.spec.seed is None else self.spec.seed + self.turns
+        sampling = SamplingParams(
+            temperature=float(temperature or 0.0),
+            top_p=cfg.top_p,
+            top_k=cfg.top_k,
+            max_new_tokens=max(1, min(cfg.max_new_tokens_per_turn, remaining)),
+            stop=stop,
+            seed=seed,
+        )
+        continuing = self.messages[-1]["role"] == "assistant"
+        return GenerationRequest(
+            messages=self.messages,
+            sampling=sampling,
+            prompt_ids=list(self.ids) if self.tokenizer is not None else None,
+            images=list(self.images),
+            continue_final_message=continuing,
+        )
+
+    def absorb(self, result: GenerationResult) -> None:
+        """Append what the engine generated and decide what happens next."""
+        if result.finish_reason == "error":
+            self._finish("engine_error", error=result.error or "engine error")
+            return
+        if not self.in_code:
+            self.turns += 1
+        self.new_tokens += len(result.token_ids) if result.token_ids else len(result.text) // 4
+        self._append_generated(result)
+        self.turn_text += result.text
+        self._route(result)
+
+    def _route(self, result: GenerationResult) -> None:
+        """After a generation: answer, start a code segment, queue a tool call, or stop."""
+        if self.done:
+            return
+        fmt, cfg = self.fmt, self.config
+        if extract_answer_span(self.turn_text) is not None:
+            self._finish("answer")
+        elif self.spec.tools and not self.in_code and result.stop_reason == fmt.call_open:
+            self.in_code = True  # the code follows in its own request, at code_temperature
+            if self.new_tokens >= cfg.max_total_new_tokens:
+                self._finish("max_tokens")
+        elif self.spec.tools and result.stop_reason == fmt.call_close:
+            self.in_code = False
+            if self.trajectory.num_tool_calls >= cfg.max_tool_calls:
+                self._finish("max_tool_calls")
+            elif self.turns >= cfg.max_turns:
+                self._finish("max_turns")  # no turn would be left to read the result
+            elif self.new_tokens >= cfg.max_total_new_tokens:
+                self._finish("max_tokens")
+            else:
+                self.pending_code = self.turn_text[self.turn_text.rfind(fmt.call_open) :]
+        elif result.finish_reason == "length":
+            self._finish("max_tokens")
+        else:
+            self._finish("stop")
+
+    def _append_generated(self, result: GenerationResult) -> None:
+        ids = list(result.token_ids)
+        kind = "code" if self.in_code else "text"
+        if self.tokenizer is not None and not ids and result.text:
+            # A tokenizer-backed episode must never guess ids: an engine that returned text only
+            # would break token-in/token-out, so we stop here with a clear reason.
+            self._finish("engine_error", error="engine returned text without token ids")
+            return
+        pieces = (
+            self._split_code(result.text, ids) if kind == "text" else [(kind, result.text, ids)]
+        )
+        logprobs = list(result.logprobs) if result.logprobs is not None else None
+        start = 0
+        for piece_kind, text, piece_ids in pieces:
+            piece_lp = None if logprobs is None else logprobs[start : start + len(piece_ids)]
+            start += len(piece_ids)
+            self.trajectory.segments.append(
+                Segment(
+                    role="generated",
+                    text=text,
+                    token_ids=piece_ids,
+                    logprobs=piece_lp,
+                    kind=piece_kind,
+                )
+            )
+        self.ids.extend(ids)
+        self._append_assistant_text(result.text)
+
+    def _split_code(self, text: str, ids: list[int]) -> list[tuple[str, str, list[int]]]:
+        """Split one generated chunk after `call_open` into a text and a code segment.
+
+        The opening tag stays with the text: it is the decision to call a tool, sampled like
+        text (as in the two-request mode of `code_temperature`). With token ids, the cut falls
+        after the first token whose decoded prefix contains the whole tag (binary search).
+        """
+        at = text.find(self.fmt.call_open) if self.spec.tools else -1
+        if at < 0:
+            return [("text", text, ids)]
+        if not ids:
+            cut_at = at + len(self.fmt.call_open)
+            return [("text", text[:cut_at], []), ("code", text[cut_at:], [])]
+        lo, hi = 1, len(ids)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.fmt.call_open in self.tokenizer.decode(ids[:mid]):
+                hi = mid
+            else:
+                lo = mid + 1
+        head = self.tokenizer.decode(ids[:lo])
+        pieces = [("text", head, ids[:lo])]
+        return [*pieces, ("code", text[len(head) :], ids[lo:])] if lo < len(ids) else pieces
+
+    def _append_assistant_text(self, text: str) -> None:
+        last = self.messages[-1] if self.messages else None
+        if last is not None and last["role"] == "assistant":
+            last["content"].append({"type": "text", "text": text})
+        else:
+            self.messages = [
+                *self.messages,
+                {"role": "assistant", "content": [{"type": "text", "text": text}]},
+            ]
+
+    # --------------------------------------------------------------- observe
+    def observe(self, call: ToolCall, images: list[Image.Image]) -> None:
+        """Append a tool call's result as an observation segment; the model reads it next."""
+        self.pending_code = None
+        call.images = [self._image_key(im) for im in images]
+        self.trajectory.tool_calls.append(call)
+        body = observation_body(call)
+        if self.tokenizer is None:
+            placeholder = TEXT_IMAGE_PLACEHOLDER
+        else:
+            placeholder = self.tokenizer.image_placeholder
+        text = self.fmt.observation_prefix + body + placeholder * len(images)
+        text += self.fmt.observation_suffix
+        ids = self.tokenizer.encode(text, images) if self.tokenizer is not None else []
+        self.trajectory.segments.append(
+            Segment(role="observation", text=text, token_ids=ids, images=list(call.images))
+        )
+        self.ids.extend(ids)
+        self.images.extend(images)
+        self._append_observation_message(body, images)
+        self.turn_text = "" if not self.fmt.observation_in_assistant_turn else self.turn_text
+        if call.executed:
+            self.trajectory.evidence.append(
+                EvidenceState(
+                    segment_index=len(self.trajectory.segments) - 1,
+                    token_position=len(self.ids),
+                    images_available=len(self.images),
+                    tool_calls=self.trajectory.num_tool_calls,
+                    code_tokens=self.trajectory.code_tokens,
+                )
+            )
+
+    def _append_observation_message(self, body: str, images: list[Image.Image]) -> None:
+        image_parts = [{"type": "image", "image": im} for im in images]
+        if self.fmt.observation_in_assistant_turn:
+            self.messages[-1]["content"].extend(
+                [
+                    {"type": "text", "text": self.fmt.observation_prefix + body},
+                    *image_parts,
+                    {"type": "text", "text": self.fmt.observation_suffix},
+                ]
+            )
+            return
+        wrapped = [
+            {"type": "text", "text": "<tool_response>\n" + body},
+            *image_parts,
+            {"type": "text", "text": "\n</tool_response>"},
+        ]
+        self.messages.append({"role": self.fmt.observation_role, "content": wrapped})
+
+    # ----------------------------------------------------------------- finish
+    def _finish(self, reason: FinishReason, error: str | None = None) -> None:
+        if self.done:
+            return
+        self.done = True
+        self.pending_code = None
+        traj = self.trajectory
+        traj.finish_reason = reason
+        traj.error = error
+        traj.final_answer = extract_answer_span(traj.response_text)
+        if not self.spec.tools:
+            # notool: code the model wrote anyway is recorded as attempted, never executed
+            traj.tool_calls = [
+                ToolCall(code=c, executed=False) for c in find_calls(traj.response_text, self.fmt)
+            ]
+
+    def fail(self, reason: FinishReason, error: str) -> None:
+        """End the episode for a reason outside the model (bad input image, sandbox failure)."""
+        self._finish(reason, error=error)
+
+    def _image_key(self, image: Image.Image) -> str:
+        return self.store.put(image) if self.store is not None else image_key(image)
+
+
+def observation_body(call: ToolCall) -> str:
+    """The text the model reads back: stdout, then the error (or why the call was stopped)."""
+    parts = []
+    if call.stdout.strip():
+        parts.append(call.stdout.rstrip())
+    if call.error:
+        parts.append(f"Error: {call.error}")
+    if not parts and not call.images:
+        parts.append("(no output)")
+    return "\n".join(parts)
+
+
+def _messages_text(messages: list[Message]) -> str:
+    out = []
+    for message in messages:
+        content = message["content"]
+        if isinstance(content, str):
+            out.append(f"{message['role']}: {content}")
+            continue
+        parts = [
+            TEXT_IMAGE_PLACEHOLDER if p["type"] == "image" else p.get("text", "") for p in content
+        ]
+        out.append(f"{message['role']}: " + "".join(parts))
+    return "\n".join(out)

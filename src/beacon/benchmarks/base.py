@@ -1,0 +1,165 @@
+"""The benchmark contract and the registry every benchmark module registers into.
+
+A benchmark is one small subclass of `Benchmark`: class attributes name its hub source
+(`hub`, `hub_config`, `revision`, `split`), `to_sample` maps one published row to a
+`beacon.types.Sample`, and the rest (prompt, scoring, per-record meta, benchmark-specific
+aggregates) has defaults that most benchmarks keep. Registration follows lm-eval's
+`@register_task` pattern: `@register` on the class, lookup by name with `get_benchmark`.
+
+`load(path=...)` reads a local file or folder in the published format; without a path it
+reads the hub dataset through `datasets.load_dataset` (hub name + pinned revision). Images are
+kept as they come (encoded bytes, file paths); nothing is decoded while loading, so a
+multi-gigabyte benchmark streams in constant memory.
+"""
+
+from __future__ import annotations
+
+import difflib
+import logging
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+from beacon.benchmarks.options import format_options, shuffle_options
+from beacon.benchmarks.tables import hub_rows, read_table
+from beacon.types import Sample
+
+logger = logging.getLogger(__name__)
+
+Row = Mapping[str, Any]
+
+
+class Benchmark:
+    """One benchmark: where its rows live, how a row becomes a `Sample`, how to score it.
+
+    Subclasses set the class attributes and implement `to_sample`; they override
+    `read_local` / `read_hub` when the published layout is not a single table, `prompt` when
+    the question needs more than "question + lettered options", and `record_meta` /
+    `aggregate` for paired or circular metrics.
+    """
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    hub: ClassVar[str | None] = None  # Hugging Face dataset repo, None for built-in benchmarks
+    hub_config: ClassVar[str | None] = None
+    revision: ClassVar[str | None] = None  # commit sha where known, else "main"
+    split: ClassVar[str | None] = None
+    categories: ClassVar[tuple[str, ...]] = ()
+    shuffle: ClassVar[bool] = False  # shuffle options with the load seed (biased answer position)
+    image_columns: ClassVar[tuple[str, ...]] = ("image",)  # hub columns to keep undecoded
+
+    def load(
+        self, path: str | Path | None = None, limit: int | None = None, seed: int = 0
+    ) -> Iterator[Sample]:
+        """Yield the benchmark's samples in published order, at most `limit` of them.
+
+        `path` is a local file or folder in the published format; None reads the hub.
+        `seed` drives option shuffling (benchmarks with `shuffle = True`) and generation
+        (`synth`); the same seed gives the same samples.
+        """
+        if limit is not None and limit < 0:
+            raise ValueError(f"limit={limit} is negative; pass None for all samples or N >= 0")
+        rows = self.read_local(Path(path)) if path is not None else self.read_hub()
+        count = 0
+        for position, row in enumerate(rows):
+            if limit is not None and count >= limit:
+                return
+            sample = self.to_sample({"_row": position, **row})
+            if sample is None:
+                continue
+            sample.benchmark = self.name
+            if self.shuffle and sample.options:
+                sample = shuffle_options(sample, seed)
+            count += 1
+            yield sample
+
+    def read_hub(self) -> Iterable[Row]:
+        """Rows from the hub dataset (downloads on first use, then the `datasets` cache)."""
+        if self.hub is None:
+            raise ValueError(f"benchmark {self.name!r} has no hub dataset; pass a local path")
+        return hub_rows(
+            self.hub,
+            config=self.hub_config,
+            revision=self.revision,
+            split=self.split,
+            image_columns=self.image_columns,
+        )
+
+    def read_local(self, path: Path) -> Iterable[Row]:
+        """Rows from a local file in the published format (json, jsonl, parquet, tsv, xlsx)."""
+        return read_table(path)
+
+    def to_sample(self, row: Row) -> Sample | None:
+        """Map one published row to a Sample; None skips the row (e.g. another subset).
+
+        `row["_row"]` is the row's position in the source, for benchmarks without an id column.
+        """
+        raise NotImplementedError(f"{type(self).__name__} must implement to_sample")
+
+    def prompt(self, sample: Sample) -> str:
+        """The question text given to the model: question, then one line per option.
+
+        The answer-format instruction ("answer with the letter", answer tags) is not added
+        here: the agent format adds it, so it matches the format the model was trained on.
+        """
+        if not sample.options:
+            return sample.question
+        return f"{sample.question}\n{format_options(sample.options)}"
+
+    def score(self, response: str, sample: Sample, *, judge: Any = None) -> Any:
+        """Verdict for `response` (a `beacon.verify.Verdict`); scoring hints sit in metadata."""
+        from beacon.verify import verify
+
+        return verify(response, sample, judge=judge)
+
+    def record_meta(self, sample: Sample) -> dict[str, Any]:
+        """Small JSON-safe dict copied into each eval record (group ids for paired metrics)."""
+        return {}
+
+    def aggregate(self, records: list[Mapping[str, Any]]) -> dict[str, float]:
+        """Benchmark-specific metrics over the records of one mode; {} when there are none."""
+        return {}
+
+
+_REGISTRY: dict[str, type[Benchmark]] = {}
+
+
+class UnknownBenchmarkError(KeyError):
+    """No benchmark is registered under the requested name."""
+
+    def __str__(self) -> str:  # KeyError would print the message inside quotes
+        return str(self.args[0])
+
+
+def _normalize(name: str) -> str:
+    return name.strip().lower().replace("-", "_")
+
+
+def register(cls: type[Benchmark]) -> type[Benchmark]:
+    """Class decorator: make `cls` available to `get_benchmark(cls.name)`."""
+    key = _normalize(cls.name)
+    if not key:
+        raise ValueError(f"{cls.__name__} has no name; set the class attribute `name`")
+    if key in _REGISTRY and _REGISTRY[key] is not cls:
+        raise ValueError(f"benchmark name {cls.name!r} is registered twice")
+    _REGISTRY[key] = cls
+    return cls
+
+
+def get_benchmark(name: str) -> Benchmark:
+    """The registered benchmark called `name` (case-insensitive, '-' and '_' alike)."""
+    key = _normalize(name)
+    if key not in _REGISTRY:
+        known = sorted(_REGISTRY)
+        close = difflib.get_close_matches(key, known, n=3, cutoff=0.5)
+        hint = f" Did you mean {', '.join(close)}?" if close else ""
+        raise UnknownBenchmarkError(
+            f"unknown benchmark {name!r}.{hint} Known benchmarks: {', '.join(known)} "
+            "(see `beacon bench list`)."
+        )
+    return _REGISTRY[key]()
+
+
+def list_benchmarks() -> list[str]:
+    """Names of all registered benchmarks, sorted."""
+    return sorted(_REGISTRY)

@@ -1,0 +1,292 @@
+"""The `openai` engine: any OpenAI-compatible chat endpoint (vLLM serve, SGLang, `beacon serve`,
+hosted APIs), many requests at once.
+
+- asyncio + httpx with at most `concurrency` requests in flight; images go as base64 PNG data
+  URLs inside the messages.
+- Each attempt has a `timeout_s` limit. Connection errors, timeouts, HTTP 429 and 5xx, and
+  malformed replies are retried up to `max_retries` times with exponential backoff and jitter
+  (honouring `Retry-After`); other 4xx are not retried. A request that still fails becomes a
+  result with finish_reason="error" and the reason; `generate` never raises.
+- With `vllm_extensions=True` (default) the body asks for vLLM's `return_token_ids` and
+  log-probs, and continues a final message with `continue_final_message: true,
+  add_generation_prompt: false`. Set it False for hosted APIs that reject unknown fields.
+
+Text and ids: when the server returns token ids, `token_ids` are those ids (stop-string and
+end-of-sequence tokens included, as vLLM returns them) and, if a local `tokenizer` is given,
+`text = tokenizer.decode(token_ids)`, so text and ids always agree. Otherwise `text` is the
+server's text and `token_ids` is empty. Servers leave a matched stop string out of the text by
+default; when the reply names it (vLLM's `stop_reason`) and the text lacks it, it is appended,
+so `text` always ends with the stop string that ended it, as with the local engines. A hosted API
+that does not say which stop string matched gives the text as it came.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import concurrent.futures
+import logging
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from beacon.engines.base import ChatTokenizer, GenerationRequest, GenerationResult, Message
+from beacon.engines.tokenizer import is_image_part
+
+logger = logging.getLogger(__name__)
+
+RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+
+
+class _Retryable(Exception):
+    """A failure worth another attempt; `retry_after` is the server's hint in seconds."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class _Fatal(Exception):
+    """A failure another attempt would repeat (a 4xx other than 408/429)."""
+
+
+@dataclass
+class _Reply:
+    text: str
+    finish_reason: str
+    stop_reason: str | None
+    token_ids: list[int] | None
+    logprobs: list[float] | None
+    prompt_ids: list[int] | None
+
+
+class OpenAIEngine:
+    """Chat completions over HTTP; see the module docstring for retries and token ids."""
+
+    name = "openai"
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        concurrency: int = 16,
+        timeout_s: float = 300.0,
+        max_retries: int = 4,
+        backoff_s: float = 0.5,
+        max_backoff_s: float = 30.0,
+        tokenizer: ChatTokenizer | None = None,
+        extra_body: dict[str, Any] | None = None,
+        vllm_extensions: bool = True,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError(f"concurrency={concurrency} must be at least 1")
+        if max_retries < 0:
+            raise ValueError(f"max_retries={max_retries} must be >= 0 (0 means one attempt)")
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.api_key = api_key
+        self.concurrency = concurrency
+        self.timeout_s = timeout_s
+        self.max_retries = max_retries
+        self.backoff_s = backoff_s
+        self.max_backoff_s = max_backoff_s
+        self.tokenizer = tokenizer
+        self.extra_body = dict(extra_body or {})
+        self.vllm_extensions = vllm_extensions
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
+        """Blocking `agenerate`; works from any thread, also one whose event loop is running."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self.agenerate(requests))
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+            return pool.submit(asyncio.run, self.agenerate(requests)).result()
+
+    async def agenerate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
+        """Results in request order, at most `concurrency` requests in flight."""
+        limit = asyncio.Semaphore(self.concurrency)
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        connections = httpx.Limits(max_connections=self.concurrency)
+        async with httpx.AsyncClient(
+            headers=headers, timeout=httpx.Timeout(self.timeout_s), limits=connections
+        ) as client:
+            return list(await asyncio.gather(*(self._one(client, limit, r) for r in requests)))
+
+    def close(self) -> None:
+        """Nothing to release: each `generate` call opens and closes its own connections."""
+
+    async def _one(
+        self, client: httpx.AsyncClient, limit: asyncio.Semaphore, request: GenerationRequest
+    ) -> GenerationResult:
+        try:
+            body = self.request_body(request)
+        except Exception as exc:  # e.g. an unreadable image: this request fails, not the batch
+            return _error(f"cannot build the request: {type(exc).__name__}: {exc}")
+        attempt = 0
+        async with limit:
+            while True:
+                try:
+                    return self._result(await self._post(client, body))
+                except _Fatal as exc:
+                    return _error(str(exc))
+                except _Retryable as exc:
+                    if attempt >= self.max_retries:
+                        return _error(f"{exc} (gave up after {attempt + 1} attempts)")
+                    delay = self._delay(attempt, exc.retry_after)
+                    logger.info("retrying in %.2f s after: %s", delay, exc)
+                    await asyncio.sleep(delay)
+                    attempt += 1
+
+    def request_body(self, request: GenerationRequest) -> dict[str, Any]:
+        """The JSON body for one request."""
+        s = request.sampling
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": [openai_message(m) for m in request.messages],
+            "temperature": s.temperature,
+            "top_p": s.top_p,
+            "max_tokens": s.max_new_tokens,
+            "n": 1,
+        }
+        if s.stop:
+            body["stop"] = list(s.stop)
+        if s.seed is not None:
+            body["seed"] = s.seed
+        if s.logprobs:
+            body["logprobs"] = True
+        if self.vllm_extensions:
+            body["return_token_ids"] = True
+            if s.top_k > 0:
+                body["top_k"] = s.top_k
+            if request.continue_final_message:
+                body["continue_final_message"] = True
+                body["add_generation_prompt"] = False
+        body.update(self.extra_body)
+        return body
+
+    async def _post(self, client: httpx.AsyncClient, body: dict[str, Any]) -> _Reply:
+        url = f"{self.base_url}/chat/completions"
+        try:
+            response = await client.post(url, json=body)
+        except httpx.TimeoutException as exc:
+            raise _Retryable(f"timed out after {self.timeout_s} s: {type(exc).__name__}") from exc
+        except httpx.TransportError as exc:
+            raise _Retryable(f"connection error: {type(exc).__name__}: {exc}") from exc
+        if response.status_code in RETRY_STATUS:
+            raise _Retryable(
+                f"HTTP {response.status_code}: {_error_message(response)}",
+                _retry_after(response),
+            )
+        if response.status_code >= 400:
+            raise _Fatal(f"HTTP {response.status_code}: {_error_message(response)}")
+        try:
+            return parse_reply(response.json())
+        except (ValueError, KeyError, IndexError, TypeError) as exc:
+            raise _Retryable(f"malformed reply: {type(exc).__name__}: {exc}") from exc
+
+    def _result(self, reply: _Reply) -> GenerationResult:
+        token_ids = reply.token_ids or []
+        if token_ids and self.tokenizer is not None:
+            text = self.tokenizer.decode(token_ids)
+        else:
+            text = reply.text
+            if reply.stop_reason and not text.endswith(reply.stop_reason):
+                text += reply.stop_reason
+        logprobs = reply.logprobs
+        if token_ids and logprobs is not None and len(logprobs) != len(token_ids):
+            logger.warning(
+                "server returned %d log-probs for %d tokens; dropping them",
+                len(logprobs),
+                len(token_ids),
+            )
+            logprobs = None
+        return GenerationResult(
+            text=text,
+            token_ids=token_ids,
+            logprobs=logprobs,
+            finish_reason="length" if reply.finish_reason == "length" else "stop",
+            stop_reason=reply.stop_reason,
+            prompt_ids=reply.prompt_ids,
+        )
+
+    def _delay(self, attempt: int, retry_after: float | None) -> float:
+        """Exponential backoff with jitter in [50%, 100%]; a server's Retry-After wins if larger."""
+        base = min(self.max_backoff_s, self.backoff_s * 2**attempt)
+        delay = base * random.uniform(0.5, 1.0)
+        if retry_after is not None:
+            delay = max(delay, min(retry_after, self.max_backoff_s))
+        return delay
+
+
+def parse_reply(body: Any) -> _Reply:
+    """The parts of a chat-completions reply Beacon uses; KeyError/TypeError if malformed."""
+    choice = body["choices"][0]
+    finish = choice["finish_reason"]
+    if finish not in ("stop", "length", "tool_calls", "eos"):
+        raise ValueError(f"unexpected finish_reason {finish!r}")
+    content = choice["message"].get("content") or ""
+    if not isinstance(content, str):
+        raise TypeError(f"message content is {type(content).__name__}, not a string")
+    stop_reason = choice.get("stop_reason")
+    logprobs = None
+    if choice.get("logprobs") and choice["logprobs"].get("content") is not None:
+        logprobs = [float(entry["logprob"]) for entry in choice["logprobs"]["content"]]
+    token_ids = choice.get("token_ids")
+    return _Reply(
+        text=content,
+        finish_reason=finish,
+        stop_reason=stop_reason if isinstance(stop_reason, str) else None,
+        token_ids=[int(t) for t in token_ids] if token_ids is not None else None,
+        logprobs=logprobs,
+        prompt_ids=body.get("prompt_token_ids"),
+    )
+
+
+def openai_message(message: Message) -> dict[str, Any]:
+    """A Beacon message with its images as base64 PNG data URLs."""
+    content = message.get("content")
+    if not isinstance(content, list):
+        return dict(message)
+    parts = []
+    for part in content:
+        if is_image_part(part) and "image" in part:
+            parts.append({"type": "image_url", "image_url": {"url": image_data_url(part["image"])}})
+        else:
+            parts.append(dict(part))
+    return {**message, "content": parts}
+
+
+def image_data_url(source: Any) -> str:
+    """`data:image/png;base64,...` for a PIL image, path or bytes."""
+    from beacon.images import encode_png, load_image
+
+    png = encode_png(load_image(source))
+    return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
+
+
+def _error_message(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+        if isinstance(body.get("error"), dict):
+            return str(body["error"].get("message"))
+        return str(body.get("message", body))[:500]
+    except ValueError:
+        return response.text[:500]
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    value = response.headers.get("retry-after")
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _error(message: str) -> GenerationResult:
+    logger.warning("openai engine request failed: %s", message)
+    return GenerationResult(text="", finish_reason="error", error=message)

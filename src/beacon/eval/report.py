@@ -1,0 +1,354 @@
+"""`beacon report DIR [DIR ...]`: one ``report.md`` (tables + PNG plots) comparing eval runs.
+
+Each run folder holds what `beacon eval` writes: ``samples.jsonl`` (one record per item × mode ×
+sample), ``config.yaml`` (the resolved config; gives the run's label and model) and, once the run
+finished, ``summary.json``. The report recomputes every metric from ``samples.jsonl`` with
+`beacon.metrics.summarize`, so a run that was killed mid-way still gets a consistent report (a
+torn last line is skipped); from ``summary.json`` it only takes benchmark-specific
+``aggregates`` when the caller passes no aggregators (the stored ones came from the benchmark
+registry at eval time).
+
+Outputs in `out_dir`: ``report.md``, ``report.json`` (every run's summary, NaN as null) and
+``plots/*.png``, embedded in the markdown by relative path.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from beacon.eval.plots import OVERALL, benchmark_names, metric_at, plot_all
+from beacon.metrics import summarize
+from beacon.metrics.summary import Aggregator
+
+logger = logging.getLogger(__name__)
+
+SAMPLES_FILE = "samples.jsonl"
+CONFIG_FILE = "config.yaml"
+SUMMARY_FILE = "summary.json"
+
+
+@dataclass
+class RunReport:
+    """One run as the report shows it: a label, where it came from, and its summary."""
+
+    label: str
+    run_dir: Path
+    model: str | None
+    summary: dict
+
+
+def read_samples(path: Path) -> list[dict]:
+    """Records of a ``samples.jsonl``; a torn (unparsable) last line from a killed run is skipped.
+
+    Raises ValueError on an unparsable line anywhere else: that is corruption, not a kill.
+    """
+    lines = path.read_text(encoding="utf-8").splitlines()
+    records = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError as err:
+            if number == len(lines):
+                logger.warning("%s: skipping torn last line %d (%s)", path, number, err)
+                continue
+            raise ValueError(
+                f"{path}:{number} is not valid JSON ({err}); only the last line may be torn by a "
+                "killed run. Repair or delete that line, then rerun the report."
+            ) from err
+    return records
+
+
+def _model_name(config: Mapping) -> str | None:
+    engine = config.get("engine")
+    model = engine.get("model") if isinstance(engine, Mapping) else config.get("model")
+    if isinstance(model, Mapping):
+        model = model.get("name") or model.get("path") or model.get("id")
+    return None if model is None else str(model)
+
+
+def _read_yaml(path: Path) -> dict:
+    if not path.is_file():
+        return {}
+    loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return loaded if isinstance(loaded, dict) else {}
+
+
+def _stored_aggregates(run_dir: Path) -> dict[str, dict]:
+    path = run_dir / SUMMARY_FILE
+    if not path.is_file():
+        return {}
+    try:
+        stored = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        logger.warning("%s is not valid JSON (%s); ignoring it", path, err)
+        return {}
+    benchmarks = stored.get("benchmarks", {}) if isinstance(stored, dict) else {}
+    return {
+        b: s["aggregates"]
+        for b, s in benchmarks.items()
+        if isinstance(s, dict) and "aggregates" in s
+    }
+
+
+def load_run(
+    run_dir: Path,
+    *,
+    bootstrap: int = 1000,
+    seed: int = 0,
+    aggregators: Mapping[str, Aggregator] | None = None,
+) -> RunReport:
+    """Read one run folder and summarize it (see the module docstring for what is read)."""
+    samples = run_dir / SAMPLES_FILE
+    if not samples.is_file():
+        raise ValueError(
+            f"no {SAMPLES_FILE} in {run_dir}; pass the folder that `beacon eval --out` wrote."
+        )
+    config = _read_yaml(run_dir / CONFIG_FILE)
+    summary = summarize(
+        read_samples(samples), bootstrap=bootstrap, seed=seed, aggregators=aggregators
+    )
+    if not aggregators:
+        for bench, aggregates in _stored_aggregates(run_dir).items():
+            if bench in summary["benchmarks"]:
+                summary["benchmarks"][bench]["aggregates"] = aggregates
+    model = _model_name(config)
+    label = str(config.get("label") or config.get("name") or model or run_dir.name)
+    return RunReport(label, run_dir, model, summary)
+
+
+def _unique_labels(runs: list[RunReport]) -> None:
+    """Append the folder name to labels that several runs share (same model, two configs)."""
+    counts = Counter(run.label for run in runs)
+    for run in runs:
+        if counts[run.label] > 1:
+            run.label = f"{run.label} ({run.run_dir.name})"
+
+
+# (header, path into a section, format); formats: pct = fraction as %, diff = signed points.
+TOOL_EFFECT_COLUMNS = (
+    ("Acc notool", ("modes", "notool", "accuracy"), "pct"),
+    ("Acc tool", ("modes", "tool", "accuracy"), "pct"),
+    ("TE", ("adaptivity", "te"), "diff"),
+    ("TE easy", ("adaptivity", "te_easy"), "diff"),
+    ("TE hard", ("adaptivity", "te_hard"), "diff"),
+    ("Gain", ("adaptivity", "gain"), "pct"),
+    ("Harm", ("adaptivity", "harm"), "pct"),
+    ("Δ_TE", ("adaptivity", "delta_te"), "diff"),
+    ("Δ_TE cond", ("adaptivity", "delta_te_cond"), "diff"),
+    ("MA", ("adaptivity", "mode_adaptiveness"), "pct"),
+    ("Text-Retain", ("adaptivity", "text_retain"), "pct"),
+)
+BEHAVIOUR_COLUMNS = (
+    ("Accuracy", "accuracy", "pct"),
+    ("Tool-call rate", "tool_rate", "pct"),
+    ("Calls/episode", "calls_per_episode", "num2"),
+    ("Response tokens", "response_tokens", "num0"),
+    ("Acc with tool", "acc_with_tool", "pct"),
+    ("Acc without tool", "acc_without_tool", "pct"),
+    ("Unparsed", "unparsed_rate", "pct"),
+    ("Errors", "error_rate", "pct"),
+)
+SPLIT_COLUMNS = (
+    ("Acc notool", ("modes", "notool", "accuracy"), "pct"),
+    ("Acc tool", ("modes", "tool", "accuracy"), "pct"),
+    ("TE", ("adaptivity", "te"), "diff"),
+    ("Gain", ("adaptivity", "gain"), "pct"),
+    ("Harm", ("adaptivity", "harm"), "pct"),
+    ("MA", ("adaptivity", "mode_adaptiveness"), "pct"),
+    ("Tool-call rate", ("modes", "tool", "tool_rate"), "pct"),
+)
+NUMBER_FORMATS = {"pct": "{:.1f}", "diff": "{:+.1f}", "num2": "{:.2f}", "num0": "{:.0f}"}
+
+
+def format_metric(value: float, low: float, high: float, kind: str) -> str:
+    """'61.2 [58.0, 64.1]' (fractions shown in %); '—' when undefined; no brackets without CI."""
+    scale = 100.0 if kind in ("pct", "diff") else 1.0
+    spec = NUMBER_FORMATS[kind]
+    if value != value:  # NaN: undefined
+        return "—"
+    text = spec.format(scale * value)
+    if low == low and high == high:
+        text += f" [{spec.format(scale * low)}, {spec.format(scale * high)}]"
+    return text
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return lines + ["| " + " | ".join(row) + " |" for row in rows]
+
+
+def _tool_effect_table(runs: list[RunReport], group: str) -> list[str]:
+    rows = []
+    for run in runs:
+        section = _section(run, group)
+        if section is None:
+            continue
+        cells = [
+            format_metric(*metric_at(section, path), kind) for _, path, kind in TOOL_EFFECT_COLUMNS
+        ]
+        rows.append([run.label, str(section["n_paired"]), *cells])
+    return _table(["Run", "Items", *(c[0] for c in TOOL_EFFECT_COLUMNS)], rows)
+
+
+def _behaviour_table(runs: list[RunReport], group: str) -> list[str]:
+    rows = []
+    for run in runs:
+        section = _section(run, group)
+        for mode in (section or {}).get("modes", {}):
+            cells = [
+                format_metric(*metric_at(section, ("modes", mode, key)), kind)
+                for _, key, kind in BEHAVIOUR_COLUMNS
+            ]
+            rows.append([run.label, mode, *cells])
+    return _table(["Run", "Mode", *(c[0] for c in BEHAVIOUR_COLUMNS)], rows)
+
+
+def _split_table(runs: list[RunReport], bench: str, split: str, title: str) -> list[str]:
+    rows = []
+    for run in runs:
+        for value, section in ((_section(run, bench) or {}).get(split) or {}).items():
+            cells = [
+                format_metric(metric_at(section, path)[0], float("nan"), float("nan"), kind)
+                for _, path, kind in SPLIT_COLUMNS
+            ]
+            rows.append([run.label, value, str(section["n_paired"]), *cells])
+    if not rows:
+        return []
+    header = ["Run", title, "Items", *(c[0] for c in SPLIT_COLUMNS)]
+    return [
+        f"**By {title.lower()}** (point estimates; CIs in report.json)",
+        "",
+        *_table(header, rows),
+        "",
+    ]
+
+
+def _aggregates_table(runs: list[RunReport], bench: str) -> list[str]:
+    rows, names = [], []
+    for run in runs:
+        for mode, values in ((_section(run, bench) or {}).get("aggregates") or {}).items():
+            names += [n for n in values if n not in names]
+            rows.append((run.label, mode, values))
+    if not rows:
+        return []
+    table = [
+        [label, mode, *(_format_plain(values.get(n)) for n in names)]
+        for label, mode, values in rows
+    ]
+    return ["**Benchmark-specific metrics**", "", *_table(["Run", "Mode", *names], table), ""]
+
+
+def _format_plain(value) -> str:
+    if value is None:
+        return "—"
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def _section(run: RunReport, group: str) -> dict | None:
+    return run.summary["overall"] if group == OVERALL else run.summary["benchmarks"].get(group)
+
+
+def _runs_table(runs: list[RunReport]) -> list[str]:
+    rows = []
+    for run in runs:
+        overall = run.summary["overall"]
+        rows.append(
+            [
+                run.label,
+                f"`{run.run_dir}`",
+                run.model or "—",
+                ", ".join(run.summary["benchmarks"]),
+                ", ".join(overall["modes"]),
+                str(overall["n_items"]),
+                str(overall["n_samples"]),
+                str(overall["n_unpaired"]),
+            ]
+        )
+    header = ["Run", "Folder", "Model", "Benchmarks", "Modes", "Items", "Samples", "Unpaired"]
+    return _table(header, rows)
+
+
+INTRO = """\
+Values are percentages (differences in percentage points) with 95 % percentile-bootstrap
+confidence intervals over items, `value [low, high]`. TE = Acc_tool − Acc_notool; Gain =
+P[✓tool ∧ ✗notool]; Harm = P[✗tool ∧ ✓notool]; Δ_TE = Gain − Harm (equal to TE by these
+definitions); Δ_TE cond = P[✓tool | ✗notool] − P[✗tool | ✓notool]; MA = ½(P[no tool | easy] +
+P[tool | hard]) with easy = solved without tools; Text-Retain = P[✓tool | ✓notool]. "Items"
+counts items run in both modes. "All" pools every item of every benchmark (sample-weighted).
+Definitions and K-sample aggregation: docs/metrics.md. "—" = undefined (e.g. no easy item)."""
+
+
+PLOT_TITLES = {
+    "accuracy_by_mode": "Accuracy by mode",
+    "gain_harm": "Gain vs harm",
+    "tool_rate": "Tool-call rate",
+    "accuracy_vs_length": "Accuracy vs response length",
+}
+
+
+def render_markdown(runs: list[RunReport], plots: Mapping[str, str]) -> str:
+    """The report text; `plots` maps figure names to paths relative to report.md."""
+    lines = ["# Beacon evaluation report", "", INTRO, "", "## Runs", "", *_runs_table(runs), ""]
+    summaries = [(run.label, run.summary) for run in runs]
+    for group in [OVERALL, *benchmark_names(summaries)]:
+        title = "All benchmarks (pooled)" if group == OVERALL else f"Benchmark: {group}"
+        lines += [f"## {title}", "", "**Tool effect**", "", *_tool_effect_table(runs, group), ""]
+        lines += ["**Behaviour by mode**", "", *_behaviour_table(runs, group), ""]
+        if group != OVERALL:
+            lines += _split_table(runs, group, "categories", "Category")
+            lines += _split_table(runs, group, "difficulties", "Difficulty")
+            lines += _aggregates_table(runs, group)
+    lines += ["## Plots", ""]
+    for name, rel in plots.items():
+        lines += [
+            f"### {PLOT_TITLES.get(name, name)}",
+            "",
+            f"![{PLOT_TITLES.get(name, name)}]({rel})",
+            "",
+        ]
+    return "\n".join(lines)
+
+
+def write_report(
+    run_dirs: Sequence[Path],
+    out_dir: Path,
+    *,
+    bootstrap: int = 1000,
+    seed: int = 0,
+    aggregators: Mapping[str, Aggregator] | None = None,
+) -> Path:
+    """Summarize each run folder and write report.md, report.json and plots/*.png to `out_dir`.
+
+    Returns the path of report.md. Runs appear in the order given.
+    """
+    if not run_dirs:
+        raise ValueError(
+            "write_report needs at least one run folder (what `beacon eval --out` wrote)."
+        )
+    runs = [
+        load_run(Path(d), bootstrap=bootstrap, seed=seed, aggregators=aggregators) for d in run_dirs
+    ]
+    _unique_labels(runs)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    plot_paths = plot_all([(run.label, run.summary) for run in runs], out_dir / "plots")
+    relative = {name: path.relative_to(out_dir).as_posix() for name, path in plot_paths.items()}
+    report = out_dir / "report.md"
+    report.write_text(render_markdown(runs, relative) + "\n", encoding="utf-8")
+    payload = {
+        run.label: {"run_dir": str(run.run_dir), "model": run.model, "summary": run.summary}
+        for run in runs
+    }
+    (out_dir / "report.json").write_text(
+        json.dumps(payload, indent=1, allow_nan=False), encoding="utf-8"
+    )
+    logger.info("wrote %s (%d runs, %d plots)", report, len(runs), len(plot_paths))
+    return report

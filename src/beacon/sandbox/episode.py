@@ -1,0 +1,331 @@
+"""What runs inside the locked-down child: the namespace, the code, the returned images.
+
+Runs in the jail next to `worker.py` (copied there with `wire.py`); it only ever sees one
+session's data, after rlimits, the uid drop and seccomp are in place.
+
+Thyme compatibility: the code sees `image` (PIL, the original), `image_path` (a readable copy),
+the usual modules pre-imported; images come back from `Image.show()`, `plt.show()`, printed
+image paths and a new or updated `processed_path` variable. Paths under Thyme's
+`/mnt/data/temp_processed_images/` resolve to the session's output folder.
+
+Carried variables are pickled to the session's state file by the child that made them and
+unpickled by the next child, lazily: a call loads only the variables its code names, and the
+others are passed on as the same bytes. The trusted process never touches these bytes.
+"""
+
+from __future__ import annotations
+
+import builtins
+import dis
+import io
+import json
+import math
+import os
+import pickle
+import random
+import re
+import sys
+import tempfile
+import time
+import traceback
+import types
+from dataclasses import dataclass, field
+from typing import Any
+
+import cv2
+import matplotlib
+import numpy as np
+import repair
+import wire
+from PIL import Image, ImageDraw, ImageEnhance, ImageFilter, ImageFont, ImageOps
+
+matplotlib.use("Agg")  # before pyplot is imported
+import matplotlib.pyplot as plt
+
+cv2.setNumThreads(1)
+
+THYME_OUTPUT_DIR = "/mnt/data/temp_processed_images/"
+_IMAGE_PATH = re.compile(r"[^\s'\"<>(),\[\]]+\.(?:png|jpe?g|bmp|gif|webp|tiff?)\b", re.IGNORECASE)
+_PRESET_NAMES = ("image", "images", "image_path", "image_paths", "output_dir")
+"""Names rebuilt every call; they are carried only when the code rebinds them."""
+_DYNAMIC_NAMES = frozenset({"globals", "vars", "eval", "exec", "locals", "dir"})
+"""Code that names one of these may reach any variable, so all carried ones are loaded."""
+
+
+@dataclass
+class Episode:
+    """One call's view of the session: the compiled code, its namespace, its carried state."""
+
+    request: dict[str, Any]
+    code: types.CodeType | None = None
+    syntax_error: str | None = None
+    ns: dict[str, Any] = field(default_factory=dict)
+    presets: dict[str, Any] = field(default_factory=dict)
+    carried: dict[str, bytes] = field(default_factory=dict)  # pickled, as read from disk
+    loaded: set[str] = field(default_factory=set)  # names unpickled into ns
+    notes: list[str] = field(default_factory=list)
+
+
+def prepare(request: dict[str, Any], images: list[Image.Image]) -> Episode:
+    """Compile the code and build its namespace, restoring the carried variables it names."""
+    ep = Episode(request, notes=[n for n in request.get("notes", []) if isinstance(n, str)])
+    try:
+        ep.code = compile(request["code"], "<code>", "exec")
+    except Exception as exc:  # SyntaxError, ValueError (NUL bytes), RecursionError, ...
+        ep.syntax_error = describe(exc)
+    os.environ["TMPDIR"] = request["out_dir"]  # the only writable folder
+    tempfile.tempdir = None
+    paths = request["image_paths"]
+    ep.ns = {
+        "__name__": "__main__",
+        "__builtins__": builtins,
+        "os": os, "sys": sys, "math": math, "re": re, "io": io, "json": json, "random": random,
+        "time": time, "np": np, "numpy": np, "cv2": cv2, "plt": plt, "matplotlib": matplotlib,
+        "Image": Image, "ImageDraw": ImageDraw, "ImageEnhance": ImageEnhance,
+        "ImageFilter": ImageFilter, "ImageFont": ImageFont, "ImageOps": ImageOps,
+        "image": images[0] if images else None, "images": list(images),
+        "image_path": paths[0] if paths else None, "image_paths": list(paths),
+        "output_dir": request["out_dir"], repair.CLAMP_HELPER_NAME: repair.clamp_box,
+    }  # fmt: skip
+    ep.presets = {name: ep.ns[name] for name in _PRESET_NAMES}
+    if request["carry"] and ep.code is not None:
+        _load_state(ep, _global_names(ep.code))
+    return ep
+
+
+_LOADS = frozenset({"LOAD_NAME", "LOAD_GLOBAL", "DELETE_NAME", "DELETE_GLOBAL"})
+_STORES = frozenset({"STORE_NAME", "STORE_GLOBAL"})
+
+
+def _global_names(code: types.CodeType) -> set[str]:
+    """Names the code may read from the previous calls' variables.
+
+    A top-level name assigned in the straight-line prefix of the code (before any jump or
+    `try`) and read only afterwards is not needed: the typical `crop = image.crop(...)` then
+    `crop.show()` does not unpickle last call's `crop`. Functions the code defines may run at
+    any time, so every global they read counts.
+    """
+    instructions = list(dis.get_instructions(code))
+    protected = [e.start for e in getattr(dis.Bytecode(code), "exception_entries", [])]
+    straight_until = min(protected, default=math.inf)
+    assigned: set[str] = set()
+    needed: set[str] = set()
+    straight = True
+    for ins in instructions:
+        straight = straight and ins.offset < straight_until and not ins.is_jump_target
+        straight = straight and ins.opcode not in dis.hasjrel and ins.opcode not in dis.hasjabs
+        if ins.opname in _STORES and straight:
+            assigned.add(ins.argval)
+        elif ins.opname in _LOADS and ins.argval not in assigned:
+            needed.add(ins.argval)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            needed |= _nested_names(const)
+    return needed
+
+
+def _nested_names(code: types.CodeType) -> set[str]:
+    names = {i.argval for i in dis.get_instructions(code) if i.opname in _LOADS}
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _nested_names(const)
+    return names
+
+
+def _load_state(ep: Episode, names: set[str]) -> None:
+    try:
+        with open(ep.request["state_path"], "rb") as f:
+            carried = pickle.load(f)
+        if not isinstance(carried, dict):
+            raise TypeError("carried state is not a dict")
+    except FileNotFoundError:
+        return
+    except BaseException as exc:
+        ep.notes.append(f"carried variables were lost ({type(exc).__name__}: {exc})"[:300])
+        return
+    ep.carried = {str(k): v for k, v in carried.items() if isinstance(v, bytes)}
+    dynamic = names & _DYNAMIC_NAMES or "__dict__" in ep.request["code"]
+    wanted = ep.carried.keys() if dynamic else ep.carried.keys() & names
+    failed = []
+    for name in wanted:
+        try:
+            ep.ns[name] = pickle.loads(ep.carried[name])
+            ep.loaded.add(name)
+        except BaseException:
+            failed.append(name)
+    if failed:
+        ep.notes.append(f"could not restore carried variables: {', '.join(failed)[:200]}")
+
+
+def execute(ep: Episode) -> bytes:
+    """Run the code and return the result frame (text, error, notes, raw images)."""
+    request, ns, notes = ep.request, ep.ns, ep.notes
+    out = _CappedText(request["max_stdout_chars"])
+    shown: list[Image.Image] = []
+    before = dict(ns)
+    refused: list[str] = []  # images over the pixel limit: the call fails with the reason
+    _capture_shows(shown, request["max_image_pixels"], refused)
+    sys.stdout = sys.stderr = out
+    start = time.time()
+    error = ep.syntax_error
+    try:
+        if ep.code is not None:
+            exec(ep.code, ns)
+    except SystemExit as exc:
+        if exc.code not in (None, 0):
+            error = f"SystemExit: the code called exit({exc.code!r})"
+    except BaseException as exc:
+        error = describe(exc)
+    finally:
+        sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
+    stdout = out.text()
+    try:
+        images = shown + _file_images(stdout, ns, before, start, request, refused)
+    except BaseException as exc:
+        images, error = shown, error or f"collecting images failed: {describe(exc)}"
+    error = error or (refused[0] if refused else None)
+    if len(images) > request["max_images"]:
+        notes.append(f"{len(images)} images returned; only the first {request['max_images']} kept")
+        images = images[: request["max_images"]]
+    metas, blobs = [], []
+    for img in images:
+        img = img if img.mode in wire.IMAGE_CHANNELS else img.convert("RGB")
+        metas.append(wire.image_meta(img.mode, img.width, img.height))
+        blobs.append(img.tobytes())
+    header = {"stdout": stdout, "stdout_chars": out.total, "error": error, "notes": notes}
+    return wire.encode_frame({**header, "images": metas}, blobs)
+
+
+class _CappedText(io.TextIOBase):
+    """A text stream that keeps the first `limit` characters and counts the rest."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.total, self.parts, self.kept = limit, 0, [], 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, s: str) -> int:
+        s = str(s)
+        self.total += len(s)
+        room = self.limit - self.kept
+        if room > 0:
+            self.parts.append(s[:room])
+            self.kept += min(room, len(s))
+        return len(s)
+
+    def text(self) -> str:
+        return "".join(self.parts)
+
+
+def _capture_shows(shown: list, max_pixels: int, refused: list[str]) -> None:
+    """Make `Image.show()` and `plt.show()` return their images instead of opening a viewer."""
+
+    def show_image(img: Image.Image, *args: Any, **kwargs: Any) -> None:
+        if _fits(img.width, img.height, max_pixels, refused):
+            shown.append(img.copy())
+
+    def show_figures(*args: Any, **kwargs: Any) -> None:
+        for number in plt.get_fignums():
+            fig = plt.figure(number)
+            fig.canvas.draw()
+            rgba = np.asarray(fig.canvas.buffer_rgba())
+            if _fits(rgba.shape[1], rgba.shape[0], max_pixels, refused):
+                shown.append(Image.fromarray(rgba[..., :3].copy()))
+        plt.close("all")
+
+    Image.Image.show = show_image
+    plt.show = show_figures
+
+
+def _fits(width: int, height: int, max_pixels: int, refused: list[str]) -> bool:
+    if width * height <= max_pixels:
+        return True
+    refused.append(
+        f"image of {width}x{height} pixels refused: over the limit of {max_pixels} pixels; "
+        "resize or crop it before returning it"
+    )
+    return False
+
+
+def _file_images(
+    stdout: str, ns: dict, before: dict, start: float, request: dict, refused: list[str]
+) -> list[Image.Image]:
+    """Images named by printed paths or by a new/updated `processed_path` variable.
+
+    The input images themselves are never returned this way (printing `image_path` is common).
+    """
+    candidates = _IMAGE_PATH.findall(stdout)
+    value = ns.get("processed_path")
+    if isinstance(value, str | list | tuple):
+        values = [value] if isinstance(value, str) else [v for v in value if isinstance(v, str)]
+        for path in values:
+            if value != before.get("processed_path") or _modified_since(path, start):
+                candidates.append(path)
+    images, seen = [], {os.path.realpath(p) for p in request["image_paths"]}
+    for path in candidates:
+        if path.startswith(THYME_OUTPUT_DIR) and not os.path.exists(path):
+            path = os.path.join(request["out_dir"], path[len(THYME_OUTPUT_DIR) :])
+        real = os.path.realpath(path)
+        if real in seen or not os.path.isfile(real):
+            continue
+        seen.add(real)
+        try:
+            opened = Image.open(real)
+        except Image.DecompressionBombError as exc:
+            refused.append(f"image {path} refused: {exc}")
+            continue
+        with opened as img:
+            if not _fits(img.width, img.height, request["max_image_pixels"], refused):
+                continue
+            img.load()
+            images.append(img.copy())
+    return images
+
+
+def _modified_since(path: str, start: float) -> bool:
+    try:
+        return os.stat(path).st_mtime >= start - 1.0
+    except OSError:
+        return False
+
+
+def save_state(ep: Episode) -> None:
+    """Write the variables for the next call: unloaded ones as they were, the rest re-pickled.
+
+    Unpicklable values (modules, functions and classes the code defined) are skipped; if the
+    total exceeds max_state_bytes, nothing is carried.
+    """
+    stored = {name: blob for name, blob in ep.carried.items() if name not in ep.loaded}
+    for name, value in ep.ns.items():
+        if name.startswith("__") or name == repair.CLAMP_HELPER_NAME:
+            continue
+        if isinstance(value, types.ModuleType):
+            continue
+        if ep.presets.get(name, _MISSING) is value:
+            continue
+        try:
+            stored[name] = pickle.dumps(value, protocol=5)
+        except BaseException:
+            continue
+    if sum(len(b) for b in stored.values()) > ep.request["max_state_bytes"]:
+        stored = {}
+    tmp = ep.request["state_path"] + ".tmp"
+    with open(tmp, "wb") as f:
+        pickle.dump(stored, f, protocol=5)
+    os.replace(tmp, ep.request["state_path"])
+
+
+_MISSING = object()
+
+
+def describe(exc: BaseException) -> str:
+    """'Type: message (line N)', N being the line of the model's code that raised it."""
+    line = getattr(exc, "lineno", None) if isinstance(exc, SyntaxError) else None
+    for frame, lineno in traceback.walk_tb(exc.__traceback__):
+        if frame.f_code.co_filename == "<code>":
+            line = lineno
+    text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    if isinstance(exc, MemoryError):
+        text += " (the memory limit was reached)"
+    return (text[:1500] + (f" (line {line})" if line else "")).strip()

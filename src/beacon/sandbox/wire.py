@@ -1,0 +1,164 @@
+"""The sandbox wire format: length-prefixed JSON headers followed by raw byte blobs.
+
+Everything that crosses from the jail to the trusted process goes through `decode_frame` /
+`read_frame`, which check every size before allocating and never unpickle or evaluate anything:
+
+    frame  = u32 header_len (little endian) | header (UTF-8 JSON object) | blob_0 | blob_1 | ...
+    header = {..., "blobs": [len_0, len_1, ...]}
+
+Images travel as raw pixels (`image_meta` + `tobytes()`): no encoding cost on the way out and a
+check of `width * height * channels == len(blob)` on the way in.
+
+This module uses only the standard library and Pillow because it is also copied into the jail
+next to `worker.py`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import struct
+import time
+from dataclasses import dataclass
+from typing import Any
+
+_LEN = struct.Struct("<I")
+
+IMAGE_CHANNELS = {"L": 1, "RGB": 3, "RGBA": 4}
+"""Pixel modes allowed on the wire and their bytes per pixel."""
+
+
+class WireError(ValueError):
+    """A frame broke the format or a limit: wrong length, bad JSON, too many or too large blobs."""
+
+
+@dataclass(frozen=True)
+class FrameLimits:
+    """The most a reader accepts in one frame."""
+
+    max_header_bytes: int = 1 << 20  # JSON header size
+    max_blobs: int = 64  # number of blobs
+    max_total_bytes: int = 1 << 30  # all blobs together
+
+
+@dataclass
+class Frame:
+    header: dict[str, Any]
+    blobs: list[bytes]
+
+
+def encode_frame(header: dict[str, Any], blobs: list[bytes] | tuple[bytes, ...] = ()) -> bytes:
+    """Serialize `header` plus `blobs`; the blob lengths are added to the header."""
+    head = json.dumps({**header, "blobs": [len(b) for b in blobs]}).encode()
+    return b"".join([_LEN.pack(len(head)), head, *blobs])
+
+
+def parse_header(data: bytes, limits: FrameLimits) -> tuple[dict[str, Any], list[int]]:
+    """Decode a JSON header and check its blob list against `limits`."""
+    try:
+        header = json.loads(data.decode("utf-8"), parse_constant=_reject_constant)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise WireError(f"header is not valid JSON: {exc}") from exc
+    if not isinstance(header, dict):
+        raise WireError(f"header must be a JSON object, got {type(header).__name__}")
+    sizes = header.get("blobs")
+    if not isinstance(sizes, list) or not all(type(s) is int and s >= 0 for s in sizes):
+        raise WireError("header field 'blobs' must be a list of non-negative integers")
+    if len(sizes) > limits.max_blobs:
+        raise WireError(f"frame has {len(sizes)} blobs, over the limit of {limits.max_blobs}")
+    if sum(sizes) > limits.max_total_bytes:
+        raise WireError(
+            f"frame carries {sum(sizes)} bytes, over the limit of {limits.max_total_bytes}"
+        )
+    return header, sizes
+
+
+def decode_frame(data: bytes, limits: FrameLimits) -> Frame:
+    """Parse one complete frame held in memory; trailing or missing bytes are an error."""
+    if len(data) < _LEN.size:
+        raise WireError(f"frame of {len(data)} bytes is shorter than its length prefix")
+    (head_len,) = _LEN.unpack_from(data)
+    if head_len > limits.max_header_bytes:
+        raise WireError(
+            f"header of {head_len} bytes is over the limit of {limits.max_header_bytes}"
+        )
+    start = _LEN.size + head_len
+    if start > len(data):
+        raise WireError("frame ends inside its header")
+    header, sizes = parse_header(data[_LEN.size : start], limits)
+    if start + sum(sizes) != len(data):
+        raise WireError(f"frame announces {sum(sizes)} blob bytes but carries {len(data) - start}")
+    blobs = []
+    for size in sizes:
+        blobs.append(data[start : start + size])
+        start += size
+    return Frame(header, blobs)
+
+
+def read_frame(fd: int, limits: FrameLimits, deadline: float | None = None) -> Frame:
+    """Read one frame from a file descriptor, raising TimeoutError after `deadline` (monotonic).
+
+    EOF before a whole frame raises EOFError; the caller decides whether the peer died.
+    """
+    (head_len,) = _LEN.unpack(read_exact(fd, _LEN.size, deadline))
+    if head_len > limits.max_header_bytes:
+        raise WireError(
+            f"header of {head_len} bytes is over the limit of {limits.max_header_bytes}"
+        )
+    header, sizes = parse_header(read_exact(fd, head_len, deadline), limits)
+    return Frame(header, [read_exact(fd, size, deadline) for size in sizes])
+
+
+def read_exact(fd: int, size: int, deadline: float | None = None) -> bytes:
+    """Read exactly `size` bytes, waiting at most until `deadline` (time.monotonic)."""
+    chunks, got = [], 0
+    poller = select.poll()
+    poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+    while got < size:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0 or not poller.poll(left * 1000):
+                raise TimeoutError(
+                    f"no data from the peer within the deadline ({got}/{size} bytes)"
+                )
+        chunk = os.read(fd, min(size - got, 1 << 20))
+        if not chunk:
+            raise EOFError(f"peer closed the stream after {got} of {size} bytes")
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Write all of `data` to a blocking file descriptor."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def image_meta(mode: str, width: int, height: int) -> dict[str, Any]:
+    return {"mode": mode, "width": width, "height": height}
+
+
+def check_image_meta(meta: Any, blob_size: int, max_pixels: int) -> tuple[str, int, int]:
+    """Validate one image description against its blob; returns (mode, width, height)."""
+    if not isinstance(meta, dict):
+        raise WireError("image description must be an object")
+    mode, width, height = meta.get("mode"), meta.get("width"), meta.get("height")
+    if mode not in IMAGE_CHANNELS:
+        raise WireError(f"image mode {mode!r} is not one of {sorted(IMAGE_CHANNELS)}")
+    if type(width) is not int or type(height) is not int or width < 1 or height < 1:
+        raise WireError(f"image size {width!r}x{height!r} is not a positive integer pair")
+    if width * height > max_pixels:
+        raise WireError(
+            f"image of {width}x{height} pixels is over the limit of {max_pixels} pixels"
+        )
+    expected = width * height * IMAGE_CHANNELS[mode]
+    if blob_size != expected:
+        raise WireError(f"{mode} image of {width}x{height} needs {expected} bytes, got {blob_size}")
+    return mode, width, height
+
+
+def _reject_constant(name: str) -> None:
+    raise ValueError(f"non-standard JSON constant {name}")

@@ -1,0 +1,65 @@
+"""Crash safety of the run folder's JSONL files."""
+
+import json
+from pathlib import Path
+
+from beacon.eval.records import (
+    JsonlWriter,
+    prepare_resume,
+    read_jsonl,
+    repair_jsonl,
+)
+
+
+def _write(path: Path, text: str) -> None:
+    path.write_bytes(text.encode())
+
+
+def test_torn_last_line_is_cut(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    _write(path, '{"key": "a"}\n{"key": "b"}\n{"key": "c", "x"')
+    assert repair_jsonl(path) == len('{"key": "c", "x"')
+    assert [r["key"] for r in read_jsonl(path)] == ["a", "b"]
+
+
+def test_terminated_but_corrupt_last_line_is_cut(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    _write(path, '{"key": "a"}\n{"key": \n')
+    repair_jsonl(path)
+    assert path.read_text() == '{"key": "a"}\n'
+
+
+def test_intact_file_is_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    _write(path, '{"key": "a"}\n')
+    assert repair_jsonl(path) == 0
+    assert path.read_text() == '{"key": "a"}\n'
+
+
+def test_reader_skips_a_line_still_being_written(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    _write(path, '{"key": "a"}\n{"key": "b"')
+    assert [r["key"] for r in read_jsonl(path)] == ["a"]
+
+
+def test_resume_drops_orphan_and_duplicate_trajectories(tmp_path: Path) -> None:
+    _write(tmp_path / "samples.jsonl", '{"key": "a"}\n{"key": "b"}\n{"ke')
+    trajectories = [{"key": k, "trajectory": {}} for k in ("a", "b", "b", "c")]
+    _write(
+        tmp_path / "trajectories.jsonl",
+        "".join(json.dumps(t) + "\n" for t in trajectories) + '{"key": "d", "traj',
+    )
+    done = prepare_resume(tmp_path)
+    assert set(done) == {"a", "b"}
+    kept = [t["key"] for t in read_jsonl(tmp_path / "trajectories.jsonl")]
+    assert kept == ["a", "b"]
+
+
+def test_writer_appends_complete_lines(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    writer = JsonlWriter(path)
+    writer.write({"key": "a", "text": "é"})
+    writer.write('{"key": "b"}')
+    writer.close()
+    assert [r["key"] for r in read_jsonl(path)] == ["a", "b"]
+    assert path.read_bytes().endswith(b"\n")

@@ -1,0 +1,256 @@
+"""Sandbox behaviour: Thyme conventions, carried variables, limits, worker replacement."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import struct
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from beacon.images import ImageError
+from beacon.sandbox import Sandbox, SandboxConfig, SandboxError, jail
+
+from .helpers import assert_benign_call_works, make_image, tight_config
+
+
+def processes_of_uid(uid: int) -> list[int]:
+    """Host pids whose real uid is `uid` (a session's code runs as its own uid)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            status = (entry / "status").read_text()
+        except OSError:
+            continue
+        uid_line = next(line for line in status.splitlines() if line.startswith("Uid:"))
+        if int(uid_line.split()[1]) == uid:
+            pids.append(int(entry.name))
+    return pids
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+def test_bwrap_is_the_default_isolation(sandbox: Sandbox) -> None:
+    assert sandbox.isolation == "bwrap"
+
+
+def test_thyme_namespace(sandbox: Sandbox) -> None:
+    with sandbox.session(images=[make_image()]) as s:
+        r = s.run(
+            "print(image.size, image.mode, Image.open(image_path).size)\n"
+            "print(cv2.__name__, np.__name__, plt.__name__, ImageDraw.__name__, math.pi > 3)\n"
+            "print(os.getcwd() == output_dir)"
+        )
+    assert r.ok, r.error
+    assert r.stdout == (
+        "(64, 48) RGB (64, 48)\ncv2 numpy matplotlib.pyplot PIL.ImageDraw True\nTrue\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("code", "size"),
+    [
+        ("image.crop((0, 0, 20, 10)).show()", (20, 10)),
+        ("plt.figure(figsize=(2, 1), dpi=50)\nplt.plot([1, 2])\nplt.show()", (100, 50)),
+        ("image.resize((8, 6)).save('a.png')\nprint('saved to', os.path.abspath('a.png'))", (8, 6)),
+        (
+            "processed_path = os.path.join(output_dir, 'p.jpg')\nimage.save(processed_path)",
+            (64, 48),
+        ),
+        (
+            "p = '/mnt/data/temp_processed_images/t.png'\nimage.crop((0, 0, 5, 5)).save(p)\n"
+            "print(p)",
+            (5, 5),
+        ),
+        ("cv2.imwrite('c.png', np.zeros((7, 9, 3), np.uint8))\nprint('c.png')", (9, 7)),
+    ],
+    ids=["image-show", "plt-show", "printed-path", "processed-path", "thyme-dir", "cv2-relative"],
+)
+def test_images_come_back_by_every_thyme_convention(
+    sandbox: Sandbox, code: str, size: tuple[int, int]
+) -> None:
+    with sandbox.session(images=[make_image()]) as s:
+        r = s.run(code)
+    assert r.ok, r.error
+    assert [img.size for img in r.images] == [size]
+
+
+def test_printing_the_input_path_does_not_return_the_input(sandbox: Sandbox) -> None:
+    with sandbox.session(images=[make_image()]) as s:
+        r = s.run("print(image_path)")
+    assert r.ok and r.images == []
+
+
+def test_variables_carry_over_between_calls(sandbox: Sandbox) -> None:
+    with sandbox.session(images=[make_image()]) as s:
+        assert s.run("x = 41\ncrop = image.crop((0, 0, 4, 4))\ndef f():\n    return 1").ok
+        assert s.run("y = 'unrelated'").ok  # does not load x or crop, must keep them
+        r = s.run("print(x + 1, crop.size)\nprint('f' in globals())")
+    assert r.ok, r.error
+    assert r.stdout == "42 (4, 4)\nFalse\n"  # functions do not carry over
+
+
+def test_carry_variables_off() -> None:
+    config = tight_config(num_workers=1, carry_variables=False)
+    with Sandbox(config) as sb, sb.session(images=[make_image()]) as s:
+        assert s.run("x = 1").ok
+        r = s.run("print(x)")
+    assert not r.ok and r.error.startswith("NameError")
+
+
+def test_errors_name_the_exception_and_the_line(sandbox: Sandbox) -> None:
+    with sandbox.session(images=[make_image()]) as s:
+        r = s.run("a = 1\nb = undefined_name + a")
+        syntax = s.run("x = (1,\n")
+    assert r.error == "NameError: name 'undefined_name' is not defined (line 2)"
+    assert not syntax.ok and syntax.error.startswith("SyntaxError")
+
+
+def test_stdout_is_kept_up_to_the_limit(sandbox: Sandbox) -> None:
+    with sandbox.session(images=[make_image()]) as s:
+        r = s.run("print('a' * 5000)")
+    assert r.ok
+    assert r.stdout.startswith("a" * 2000 + "\n... [output truncated: 2000 of 5001")
+
+
+def test_code_repair_runs_before_execution(sandbox: Sandbox) -> None:
+    with sandbox.session(images=[make_image()]) as s:
+        r = s.run("```python\n    c = image.crop((40, 30, 500, 400))\n    c.show()\n```")
+    assert r.ok, r.error
+    assert r.repairs
+    assert r.images[0].size == (24, 18)  # the box was clamped to the 64x48 image
+
+
+def test_call_limit_per_session() -> None:
+    config = tight_config(num_workers=1, max_calls_per_session=2)
+    with Sandbox(config) as sb, sb.session(images=[make_image()]) as s:
+        assert s.run("pass").ok and s.run("pass").ok
+        r = s.run("pass")
+    assert not r.ok and "max_calls_per_session=2" in r.error
+
+
+def test_inputs_as_pil_path_and_bytes(sandbox: Sandbox, tmp_path: Path) -> None:
+    path = tmp_path / "in.jpg"
+    make_image().save(path, quality=95)
+    for source in (make_image(), path, str(path), path.read_bytes()):
+        with sandbox.session(images=[source]) as s:
+            r = s.run("print(image.size, image_path.rsplit('.', 1)[-1])")
+            assert r.ok, r.error
+            assert r.stdout.split()[:2] == ["(64,", "48)"]
+
+
+def _png_header_bomb(width: int, height: int) -> bytes:
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    head = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", head) + chunk(b"IEND", b"")
+
+
+def test_decompression_bomb_inputs_are_refused(sandbox: Sandbox) -> None:
+    with pytest.raises(ImageError, match="decompression bomb"):
+        sandbox.session(images=[_png_header_bomb(30000, 30000)])
+
+
+def test_closing_a_session_deletes_its_folder(sandbox: Sandbox) -> None:
+    s = sandbox.session(images=[make_image()])
+    assert s.run("open('f.txt', 'w').write('x')").ok
+    folder = Path(s.dir)
+    assert (folder / "out" / "f.txt").exists()
+    s.close()
+    assert not folder.exists()
+    with pytest.raises(SandboxError, match="closed"):
+        s.run("pass")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="per-session uids need root")
+@pytest.mark.parametrize(
+    "code",
+    [
+        "while True:\n    pass",
+        "import threading\nfor _ in range(20):\n"
+        "    threading.Thread(target=time.sleep, args=(60,)).start()\nwhile True:\n    pass",
+    ],
+    ids=["spin", "threads"],
+)
+def test_no_process_of_the_session_survives_a_timeout(sandbox: Sandbox, code: str) -> None:
+    with sandbox.session(images=[make_image()]) as s:
+        r = s.run(code)
+        assert r.timed_out
+        assert processes_of_uid(s.uid) == []
+        assert_benign_call_works(s)
+
+
+def test_a_killed_worker_is_replaced() -> None:
+    with Sandbox(tight_config(num_workers=1)) as sb, sb.session(images=[make_image()]) as s:
+        assert s.run("x = 5").ok
+        old = sb.worker_pids()
+        os.kill(old[0], signal.SIGKILL)
+        r = s.run("print(x)")
+        assert r.ok and r.stdout == "5\n"  # the state lives on disk, not in the worker
+        assert sb.worker_pids() != old
+        assert_benign_call_works(s)
+
+
+def test_a_growing_worker_is_replaced_after_the_call() -> None:
+    config = tight_config(num_workers=1, worker_max_rss_mb=1)
+    with Sandbox(config) as sb, sb.session(images=[make_image()]) as s:
+        first = sb.worker_pids()
+        assert s.run("x = 7").ok
+        assert sb.worker_pids() == [-1]  # replaced lazily, before the next call
+        r = s.run("print(x)")
+    assert r.ok and r.stdout == "7\n"
+    assert first != [-1]
+
+
+@pytest.mark.parametrize("isolation", ["unshare", "none"])
+def test_fallback_isolation_layers_run_code(isolation: str) -> None:
+    if shutil.which(isolation) is None and isolation != "none":
+        pytest.skip(f"{isolation} is not installed")
+    with Sandbox(tight_config(num_workers=1, isolation=isolation)) as sb:
+        assert sb.isolation == isolation
+        with sb.session(images=[make_image()]) as s:
+            assert_benign_call_works(s)
+            assert not s.run("import socket\nsocket.socket()").ok
+
+
+def test_config_reports_every_problem_at_once() -> None:
+    with pytest.raises(ValueError, match="2 problems") as info:
+        SandboxConfig(timeout_s=0, num_workers=0)
+    assert "timeout_s=0" in str(info.value) and "num_workers=0" in str(info.value)
+    with pytest.raises(ValueError, match="isolation='docker'"):
+        SandboxConfig(isolation="docker")  # type: ignore[arg-type]
+
+
+def test_async_sessions_run_concurrently(sandbox: Sandbox) -> None:
+    async def one(value: int) -> str:
+        img = Image.fromarray(np.full((8, 8, 3), value, np.uint8))
+        with sandbox.session(images=[img]) as s:
+            r = await s.arun("print(image.getpixel((0, 0))[0])")
+        return r.stdout.strip()
+
+    async def main() -> list[str]:
+        return await asyncio.gather(*(one(v) for v in range(10, 16)))
+
+    assert asyncio.run(main()) == [str(v) for v in range(10, 16)]
+
+
+def test_auto_isolation_refuses_when_no_layer_works(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(jail, "_probe", lambda layer: f"{layer} cannot start here")
+    with pytest.raises(SandboxError, match="isolation='none'") as info:
+        jail.resolve_isolation("auto")
+    assert "bwrap: bwrap cannot start here" in str(info.value)
+    assert "unshare: unshare cannot start here" in str(info.value)
+    assert jail.resolve_isolation("none") == "none"
+
+
+def test_repair_can_be_turned_off() -> None:
+    with Sandbox(tight_config(num_workers=1, repair=None)) as sb, sb.session() as s:
+        r = s.run("    print(1)")
+    assert not r.ok and r.error.startswith("IndentationError") and r.repairs == []

@@ -1,0 +1,178 @@
+"""The wire format rejects malformed and oversized frames before allocating for them."""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import time
+
+import pytest
+
+from beacon.sandbox import wire
+from beacon.sandbox.config import SandboxConfig
+from beacon.sandbox.results import decode_result
+
+LIMITS = wire.FrameLimits(max_header_bytes=1024, max_blobs=2, max_total_bytes=100)
+
+
+def raw_frame(header: bytes, *blobs: bytes, length: int | None = None) -> bytes:
+    size = len(header) if length is None else length
+    return struct.pack("<I", size) + header + b"".join(blobs)
+
+
+def test_round_trip() -> None:
+    data = wire.encode_frame({"a": 1, "text": "héllo"}, [b"xyz", b""])
+    frame = wire.decode_frame(data, LIMITS)
+    assert frame.header == {"a": 1, "text": "héllo", "blobs": [3, 0]}
+    assert frame.blobs == [b"xyz", b""]
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"\x01\x00", "shorter than its length prefix"),
+        (raw_frame(b"{}", length=5000), "over the limit"),
+        (raw_frame(b'{"blobs": []}', length=40), "ends inside its header"),
+        (raw_frame(b"not json"), "not valid JSON"),
+        (raw_frame(b"\xff\xfe"), "not valid JSON"),
+        (raw_frame(b"[1, 2]"), "must be a JSON object"),
+        (raw_frame(b'{"blobs": NaN}'), "not valid JSON"),
+        (raw_frame(b'{"x": 1}'), "'blobs' must be a list"),
+        (raw_frame(b'{"blobs": [-1]}'), "'blobs' must be a list"),
+        (raw_frame(b'{"blobs": [true]}'), "'blobs' must be a list"),
+        (raw_frame(b'{"blobs": ["3"]}'), "'blobs' must be a list"),
+        (raw_frame(b'{"blobs": [1, 1, 1]}', b"abc"), "3 blobs, over the limit of 2"),
+        (raw_frame(b'{"blobs": [101]}', b"x" * 101), "over the limit of 100"),
+        (raw_frame(b'{"blobs": [4]}', b"abc"), "announces 4 blob bytes but carries 3"),
+        (raw_frame(b'{"blobs": [2]}', b"abc"), "announces 2 blob bytes but carries 3"),
+    ],
+)
+def test_malformed_frames_are_rejected(data: bytes, message: str) -> None:
+    with pytest.raises(wire.WireError, match=message):
+        wire.decode_frame(data, LIMITS)
+
+
+def test_stream_reader_checks_the_header_size_before_reading_it() -> None:
+    read_fd, write_fd = os.pipe()
+    try:
+        os.write(write_fd, struct.pack("<I", 1 << 30))
+        with pytest.raises(wire.WireError, match="over the limit"):
+            wire.read_frame(read_fd, LIMITS, deadline=time.monotonic() + 5)
+    finally:
+        os.close(read_fd)
+        os.close(write_fd)
+
+
+def test_stream_reader_times_out_on_a_silent_peer() -> None:
+    read_fd, write_fd = os.pipe()
+    try:
+        os.write(write_fd, struct.pack("<I", 10) + b"{")
+        with pytest.raises(TimeoutError):
+            wire.read_frame(read_fd, LIMITS, deadline=time.monotonic() + 0.05)
+    finally:
+        os.close(read_fd)
+        os.close(write_fd)
+
+
+def test_stream_reader_reports_eof_mid_frame() -> None:
+    read_fd, write_fd = os.pipe()
+    os.write(write_fd, wire.encode_frame({"k": 1}, [b"abcdef"])[:-2])
+    os.close(write_fd)
+    try:
+        with pytest.raises(EOFError):
+            wire.read_frame(read_fd, LIMITS, deadline=time.monotonic() + 5)
+    finally:
+        os.close(read_fd)
+
+
+@pytest.mark.parametrize(
+    ("meta", "size", "message"),
+    [
+        ({"mode": "RGB", "width": 2, "height": 2}, 12, None),
+        ({"mode": "CMYK", "width": 2, "height": 2}, 16, "mode"),
+        ({"mode": "RGB", "width": 0, "height": 2}, 0, "positive"),
+        ({"mode": "RGB", "width": 2.0, "height": 2}, 12, "positive"),
+        ({"mode": "RGB", "width": True, "height": 2}, 6, "positive"),
+        ({"mode": "RGB", "width": 2, "height": 2}, 11, "needs 12 bytes"),
+        ({"mode": "L", "width": 100, "height": 100}, 10000, "over the limit"),
+        ("RGB", 12, "must be an object"),
+    ],
+)
+def test_image_descriptions_are_checked(meta: object, size: int, message: str | None) -> None:
+    if message is None:
+        assert wire.check_image_meta(meta, size, max_pixels=64) == ("RGB", 2, 2)
+    else:
+        with pytest.raises(wire.WireError, match=message):
+            wire.check_image_meta(meta, size, max_pixels=64)
+
+
+# --- whole worker replies, as results.decode_result sees them
+
+CFG = SandboxConfig(max_stdout_chars=10, max_images=2, max_image_pixels=16, isolation="none")
+
+
+def reply(child_header: dict, blobs: list[bytes] = (), **worker: object) -> wire.Frame:
+    child = wire.encode_frame(child_header, list(blobs))
+    head = {"op": "result", "exit_code": 0, "timed_out": False, "overflow": False, **worker}
+    return wire.Frame(head, [child])
+
+
+def good_child(**fields: object) -> dict:
+    return {"stdout": "hi", "error": None, "notes": [], "images": [], **fields}
+
+
+def test_a_valid_reply_becomes_a_result_with_images() -> None:
+    meta = {"mode": "L", "width": 2, "height": 2}
+    result = decode_result(reply(good_child(images=[meta]), [b"\x00\x01\x02\x03"]), CFG)
+    assert result.ok and result.stdout == "hi"
+    assert result.images[0].size == (2, 2) and list(result.images[0].tobytes()) == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize(
+    ("child", "blobs"),
+    [
+        (good_child(stdout=5), []),
+        (good_child(error=["x"]), []),
+        (good_child(images=[{"mode": "L", "width": 2, "height": 2}]), []),
+        (good_child(images=[]), [b"1234"]),
+        (good_child(images=[{"mode": "L", "width": 5, "height": 5}]), [b"x" * 25]),
+        (good_child(images=[{"mode": "L", "width": 2, "height": 2}] * 3), [b"xxxx"] * 3),
+    ],
+)
+def test_lying_children_get_a_malformed_result_error(child: dict, blobs: list[bytes]) -> None:
+    result = decode_result(reply(child, blobs), CFG)
+    assert not result.ok
+    assert result.images == []
+    assert "malformed result" in result.error
+
+
+def test_oversized_text_from_the_child_is_cut_to_the_limits() -> None:
+    child = good_child(stdout="x" * 500, stdout_chars=500, error="E" * 10_000)
+    result = decode_result(reply(child), CFG)
+    assert result.stdout == "x" * 10 + "\n... [output truncated: 10 of 500 characters shown]"
+    assert len(result.error) == 2000
+
+
+def test_a_child_frame_larger_than_the_limits_is_rejected() -> None:
+    huge = json.dumps({"stdout": "x" * 2_000_000}).encode()
+    frame = wire.Frame({"op": "result", "exit_code": 0}, [struct.pack("<I", len(huge)) + huge])
+    assert "malformed result" in decode_result(frame, CFG).error
+
+
+@pytest.mark.parametrize(
+    ("worker", "message"),
+    [
+        ({"timed_out": True}, "TimeoutError"),
+        ({"overflow": True}, "larger than the sandbox limits"),
+        ({"exit_code": -11}, "SIGSEGV"),
+        ({"exit_code": -24}, "CPU time"),
+        ({"exit_code": -9}, "SIGKILL"),
+        ({"exit_code": 3}, "status 3"),
+        ({"exit_code": "0"}, "no exit status"),
+    ],
+)
+def test_worker_status_explains_a_stopped_call(worker: dict, message: str) -> None:
+    result = decode_result(reply(good_child(), **worker), CFG)
+    assert not result.ok
+    assert message in result.error
