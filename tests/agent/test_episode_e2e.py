@@ -168,3 +168,53 @@ def test_batch_of_episodes_keeps_results_apart(
     for sample, traj in zip(samples, trajectories, strict=True):
         assert traj.sample_id == sample.id
         assert f"({50 + 10 * int(sample.id)}, 40)" in traj.tool_calls[0].stdout
+
+
+def test_served_episode_has_the_same_tokens_as_local(
+    engine: HFEngine, sandbox: Sandbox, sample: Sample, turn_script: type
+) -> None:
+    """`beacon serve` + the openai engine reproduce the hf engine's episode token for token,
+    including the observation image inside the assistant turn (Thyme's shape)."""
+    from beacon.engines.openai import OpenAIEngine
+    from beacon.engines.serve import serving
+
+    script(engine, turn_script, THYME_TURNS, "</sandbox_output>")
+    config = AgentConfig(max_new_tokens_per_turn=200)
+    with AgentLoop(engine, sandbox, config) as loop:
+        (local,) = loop.run([EpisodeSpec(sample, mode="tool")])
+    with serving(engine) as base_url:
+        client = OpenAIEngine(base_url=base_url, model="beacon", tokenizer=engine.tokenizer)
+        with AgentLoop(client, sandbox, config) as loop:
+            (served,) = loop.run([EpisodeSpec(sample, mode="tool")])
+    assert served.finish_reason == local.finish_reason == "answer"
+    assert [s.role for s in served.segments] == [s.role for s in local.segments]
+    assert served.token_ids == local.token_ids
+    for ours, theirs in zip(served.segments, local.segments, strict=True):
+        if ours.logprobs is not None:
+            assert ours.logprobs == pytest.approx(theirs.logprobs, abs=1e-4)
+
+
+def test_paths_shown_to_the_model_are_stable_and_usable(
+    engine: HFEngine, sandbox: Sandbox, sample: Sample, turn_script: type
+) -> None:
+    """The prompt names the image under the sandbox's fixed folder /mnt/data (so runs are
+    reproducible); code that opens that path and saves under Thyme's folder works."""
+    code = (
+        "p = os.listdir('/mnt/data/images')[0]\n"
+        "im = Image.open('/mnt/data/images/' + p)\n"
+        "out = '/mnt/data/temp_processed_images/zoom.png'\n"
+        "im.resize((20, 10)).save(out)\n"
+        "print(os.path.exists(out), image_path)"
+    )
+    turns = ("Zoom. <code>\n```python\n" + code + "\n```\n</code>", THYME_TURNS[1])
+    script(engine, turn_script, turns, "</sandbox_output>")
+    runs = []
+    for _ in range(2):
+        with AgentLoop(engine, sandbox, AgentConfig(max_new_tokens_per_turn=300)) as loop:
+            runs.append(loop.run([EpisodeSpec(sample, mode="tool")])[0])
+    first, second = runs
+    assert 'User Image Path: "/mnt/data/images/image_0.' in first.segments[0].text
+    (call,) = first.tool_calls
+    assert call.ok, call.error
+    assert call.stdout.startswith("True /mnt/data/images/image_0.")
+    assert first.token_ids == second.token_ids

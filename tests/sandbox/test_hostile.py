@@ -393,7 +393,7 @@ class Host:
         assert self.sentinel.read_text() == self.fields["secret_text"]
         assert sorted(p.name for p in self.dir.iterdir()) == ["sentinel.txt"]
         assert not HOST_PWNED.exists()
-        neighbour = Path(self.neighbour.out_dir)
+        neighbour = Path(self.neighbour.host_output_dir)
         assert sorted(p.name for p in neighbour.iterdir()) == ["secret.txt"]
         assert (neighbour / "secret.txt").read_text() == "NEIGHBOUR-SECRET"
 
@@ -453,8 +453,8 @@ def host(jail: Sandbox, tmp_path_factory: pytest.TempPathFactory, listener) -> I
         "secret_name": SECRET_NAME,
         "secret_text": secret_text,
         "host_pid": str(os.getpid()),
-        "other_file": os.path.join(neighbour.out_dir, "secret.txt"),
-        "other_dir": neighbour.out_dir,
+        "other_file": os.path.join(neighbour.host_output_dir, "secret.txt"),
+        "other_dir": neighbour.host_output_dir,
     }
     HOST_PWNED.unlink(missing_ok=True)
     yield Host(folder, sentinel, neighbour, fields)
@@ -484,7 +484,7 @@ def test_there_are_at_least_fifty_attacks() -> None:
 def test_attack_is_contained(attack: Attack, jail: Sandbox, host: Host, listener) -> None:
     assert os.environ[SECRET_NAME] == SECRET_VALUE
     with jail.session(images=[make_image()]) as session:
-        input_bytes = Path(session.image_paths[0]).read_bytes()
+        input_bytes = Path(session.host_image_paths[0]).read_bytes()
         result = session.run(Template(attack.code).substitute(host.fields))
         if attack.followup is not None:
             result = session.run(attack.followup)
@@ -495,5 +495,5 @@ def test_attack_is_contained(attack: Attack, jail: Sandbox, host: Host, listener
             assert SECRET_VALUE not in text
         assert listener[1] == []
         host.assert_unchanged()
-        assert Path(session.image_paths[0]).read_bytes() == input_bytes
+        assert Path(session.host_image_paths[0]).read_bytes() == input_bytes
         assert_benign_call_works(session)

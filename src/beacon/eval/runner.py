@@ -255,7 +255,16 @@ def build_engine(cfg: EngineConfig) -> Any:
         )
     if cfg.name == "vllm":
         return load_engine("vllm", model)
-    return load_engine("hf", model, device=cfg.device, batch_size=cfg.batch_size)
+    return load_engine("hf", model, device=_device(cfg.device), batch_size=cfg.batch_size)
+
+
+def _device(name: str) -> str:
+    """"auto" picks the GPU when there is one."""
+    if name != "auto":
+        return name
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def _expected_total(cfg: EvalConfig) -> int | None:

@@ -85,7 +85,7 @@ def prepare(request: dict[str, Any], images: list[Image.Image]) -> Episode:
         "ImageFilter": ImageFilter, "ImageFont": ImageFont, "ImageOps": ImageOps,
         "image": images[0] if images else None, "images": list(images),
         "image_path": paths[0] if paths else None, "image_paths": list(paths),
-        "output_dir": request["out_dir"], repair.CLAMP_HELPER_NAME: repair.clamp_box,
+        "output_dir": request["output_dir"], repair.CLAMP_HELPER_NAME: repair.clamp_box,
     }  # fmt: skip
     ep.presets = {name: ep.ns[name] for name in _PRESET_NAMES}
     if request["carry"] and ep.code is not None:

@@ -106,6 +106,9 @@ def _bwrap_prefix(root_dir: str) -> list[str]:
         ]
     else:
         args += ["--unshare-user"]
+    # private /proc, /dev and /tmp first, so that binds below them (a venv or the sandbox's
+    # folder under /tmp, say) stay visible
+    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
     args += ["--ro-bind", "/usr", "/usr"]
     for name in _TOP_DIRS:
         path = Path("/") / name
@@ -119,8 +122,10 @@ def _bwrap_prefix(root_dir: str) -> list[str]:
         args += ["--perms", "0755", "--dir", parent]  # e.g. /root is 0700 on the host
     for path in python_dirs():
         args += ["--ro-bind", path, path]
-    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
-    args += ["--bind", root_dir, root_dir, "--remount-ro", "/", "--chdir", "/", "--"]
+    args += ["--bind", root_dir, root_dir]
+    # each process sees its own session folder (its cwd's parent) at /mnt/data: see sandbox.py
+    args += ["--dir", "/mnt", "--symlink", "/proc/self/cwd/..", "/mnt/data"]
+    args += ["--remount-ro", "/", "--chdir", "/", "--"]
     return args
 
 

@@ -1,14 +1,18 @@
 """`Sandbox` (the worker pool) and `Session` (one episode's images, folder and variables).
 
-Layout of the sandbox's root folder (bound read-write into the jail at the same path, so the
-paths model code sees are the paths on the host):
+Layout of the sandbox's root folder (bound read-write into the jail at the same path):
 
     <root>/                 0711 root      no listing: sessions cannot find each other
       _code/                0755 root      worker.py, episode.py, wire.py, repair.py, mpl cache
       <session>/            0711 root
-        input/              0755 root      read-only copies of the input images (`image_path`)
-        out/                0700 session   the code's working and output folder
+        images/             0755 root      read-only copies of the input images (`image_path`)
+        temp_processed_images/  0700 session   the code's working and output folder
         state/              0700 session   carried variables (pickled and unpickled by the child)
+
+Under bwrap, `/mnt/data` in the jail is a symlink to `/proc/self/cwd/..`: every child sees its
+own session folder there, so model code sees the same paths in every episode
+(`/mnt/data/images/image_0.png`, Thyme's `/mnt/data/temp_processed_images/`) and prompts do
+not change from one rollout to the next. Other layers show the host paths.
 
 When the sandbox runs as root every session gets its own uid, so one session's code cannot read
 or change another's files. Nothing the child writes is read by the trusted process except the
@@ -45,6 +49,9 @@ from beacon.types import ImageSource
 logger = logging.getLogger(__name__)
 
 _CODE_FILES = ("worker.py", "episode.py", "wire.py", "repair.py")  # stdlib/numpy/PIL only
+_JAIL_VIEW = "/mnt/data"  # see the module docstring
+_INPUTS = "images"
+_OUTPUT = "temp_processed_images"
 _MAX_CODE_CHARS = 1_000_000  # far above any model's code; keeps requests under the wire limit
 
 
@@ -150,25 +157,25 @@ class Session:
         self.closed = False
         self.key = f"{number:06d}-{secrets.token_hex(4)}"
         self.uid = self._config.child_uid_base + number if sandbox.privileged else None
-        self.dir = os.path.join(sandbox.root, self.key)
-        self.out_dir = os.path.join(self.dir, "out")
+        self.dir = os.path.join(sandbox.root, self.key)  # on the host
+        self.host_output_dir = os.path.join(self.dir, _OUTPUT)
         self.state_path = os.path.join(self.dir, "state", "vars.pkl")
+        view = _JAIL_VIEW if sandbox.isolation == "bwrap" else self.dir
+        self.output_dir = os.path.join(view, _OUTPUT)  # as model code sees it
         self._make_folders()
         try:
-            self.image_paths, self.image_sizes = self._store_inputs(images)
+            self.host_image_paths, self.image_sizes = self._store_inputs(images)
         except BaseException:
             shutil.rmtree(self.dir, ignore_errors=True)
             raise
-
-    @property
-    def output_dir(self) -> str:
-        """The folder model code writes to (Thyme's /mnt/data/temp_processed_images/)."""
-        return self.out_dir
+        self.image_paths = [  # as model code sees them; shown to the model in the prompt
+            os.path.join(view, _INPUTS, os.path.basename(p)) for p in self.host_image_paths
+        ]
 
     def _make_folders(self) -> None:
         os.mkdir(self.dir, 0o711)
-        os.mkdir(os.path.join(self.dir, "input"), 0o755)
-        for sub in ("out", "state"):
+        os.mkdir(os.path.join(self.dir, _INPUTS), 0o755)
+        for sub in (_OUTPUT, "state"):
             path = os.path.join(self.dir, sub)
             os.mkdir(path, 0o700)
             if self.uid is not None:
@@ -179,7 +186,7 @@ class Session:
         paths, sizes = [], []
         for i, source in enumerate(images):
             data, ext, size = _encoded_copy(source, self._config.max_input_pixels)
-            path = os.path.join(self.dir, "input", f"image_{i}{ext}")
+            path = os.path.join(self.dir, _INPUTS, f"image_{i}{ext}")
             with open(path, "wb") as f:
                 f.write(data)
             os.chmod(path, 0o644)
@@ -225,7 +232,7 @@ class Session:
                 code,
                 image_size=self.image_sizes[0],
                 image_path=self.image_paths[0],
-                output_dir=self.out_dir,
+                output_dir=self.output_dir,
                 config=self._config.repair,
                 other_image_paths=self.image_paths[1:],
             )
@@ -240,9 +247,10 @@ class Session:
             "op": "run",
             "session": self.key,
             "code": code,
-            "inputs": self.image_paths,
+            "inputs": self.host_image_paths,
             "image_paths": self.image_paths,
-            "out_dir": self.out_dir,
+            "out_dir": self.host_output_dir,
+            "output_dir": self.output_dir,
             "state_path": self.state_path,
             "uid": self.uid,
             "carry": cfg.carry_variables,

@@ -85,7 +85,8 @@ def main() -> None:
     ready = {"op": "ready", "pid": os.getpid(), "euid": os.geteuid(), "seccomp": seccomp_note}
     gc.freeze()  # keep the collector from dirtying inherited pages in every child
     spare = _Spare.fork(cache, seccomp_filter)
-    unsaved: dict[str, bool] = {}  # sessions whose last child was killed while saving
+    saving: _Spare | None = None  # the last answered child, maybe still saving its variables
+    unsaved: set[str] = set()  # sessions whose last child was killed while saving
     wire.write_all(proto_out, wire.encode_frame(ready))
     while True:
         try:
@@ -93,7 +94,9 @@ def main() -> None:
         except EOFError:
             request = {"op": "exit"}
         if request.get("op") == "exit":
-            spare.dismiss()
+            for child in (saving, spare):
+                if child is not None:
+                    child.dismiss()
             return
         wire.write_all(proto_out, wire.encode_frame({"op": "accepted"}))
         for session in request.get("drop", []):
@@ -104,19 +107,31 @@ def main() -> None:
             error = f"cannot load the input images: {type(exc).__name__}: {exc}"
             wire.write_all(proto_out, wire.encode_frame(_reply(error=error), [b""]))
             continue
+        if saving is not None and saving.session == request["session"]:
+            _settle(saving, unsaved)  # this call must see the variables that one saves
+            saving = None
         if request["session"] not in spare.sessions:
             spare.dismiss()
             spare = _Spare.fork(cache, seccomp_filter)
-        if unsaved.pop(request["session"], False):
+        if request["session"] in unsaved:
+            unsaved.discard(request["session"])
             request["notes"] = ["variables from the previous call were not carried over"]
         header, payload = spare.run(request)
         wire.write_all(proto_out, wire.encode_frame(header, [payload]))
-        # Fork the next child while this one saves its variables, both off the caller's clock;
-        # the next request waits for the save, so it sees the variables.
-        done, spare = spare, _Spare.fork(cache, seccomp_filter)
-        if not done.finish() and request["carry"] and header["exit_code"] == 0:
-            unsaved[request["session"]] = True
-        done.dismiss()
+        if saving is not None:
+            _settle(saving, unsaved)
+        # The answered child saves its variables while the next one is forked, both off the
+        # caller's clock; only a request of the same session waits for the save.
+        spare.session = request["session"]
+        spare.answered_ok = header["exit_code"] == 0 and bool(request["carry"])
+        saving, spare = spare, _Spare.fork(cache, seccomp_filter)
+
+
+def _settle(child: _Spare, unsaved: set[str]) -> None:
+    """Wait for an answered child to save its variables (until its deadline), then reap it."""
+    if not child.finish() and child.answered_ok:
+        unsaved.add(child.session)
+    child.dismiss()
 
 
 class _Spare:
@@ -132,6 +147,8 @@ class _Spare:
         self.pidfd = os.pidfd_open(pid)
         self.reaped = False
         self.deadline = math.inf
+        self.session = ""  # set once it has answered a request
+        self.answered_ok = False  # ran to completion with carried variables to save
 
     @classmethod
     def fork(cls, cache: dict, seccomp_filter: bytes | None) -> _Spare:
