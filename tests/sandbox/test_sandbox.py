@@ -254,3 +254,23 @@ def test_repair_can_be_turned_off() -> None:
     with Sandbox(tight_config(num_workers=1, repair=None)) as sb, sb.session() as s:
         r = s.run("    print(1)")
     assert not r.ok and r.error.startswith("IndentationError") and r.repairs == []
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+def test_every_session_sees_the_same_thyme_paths() -> None:
+    """Prompts show image paths, so they must not differ between rollouts of one sample."""
+    with Sandbox(tight_config(num_workers=1, repair=None)) as sb:
+        first, second = sb.session(images=[make_image()]), sb.session(images=[make_image()])
+        assert first.image_paths == second.image_paths == ["/mnt/data/images/image_0.bmp"]
+        assert first.output_dir == second.output_dir == "/mnt/data/temp_processed_images"
+        r = first.run(
+            "print(Image.open(image_path).size)\n"
+            "p = '/mnt/data/temp_processed_images/c.png'\n"
+            "image.crop((0, 0, 6, 6)).save(p)\nprint(p)"
+        )
+        assert r.ok, r.error
+        assert r.stdout.startswith("(64, 48)") and [i.size for i in r.images] == [(6, 6)]
+        assert (Path(first.host_output_dir) / "c.png").exists()
+        assert not (Path(second.host_output_dir) / "c.png").exists()
+        first.close()
+        second.close()
