@@ -162,3 +162,23 @@ def test_engine_timeout_is_an_engine_error(sample) -> None:
         server.shutdown()
     assert traj.finish_reason == "engine_error"
     assert "timeout" in traj.error.lower() or "timed out" in traj.error.lower()
+
+
+def test_model_cannot_write_image_placeholders(engine, sample) -> None:
+    """A model that prefers an image pad token never gets to write it: a pad without an image
+    in the context would make the episode's next turn impossible to run."""
+    tok = engine.tokenizer
+    assert tok.vision_token_ids
+
+    def prefer_pads(input_ids, scores):
+        scores = scores.clone()
+        scores[:, tok.vision_token_ids] += 1000.0
+        return scores
+
+    engine.logits_processors = [prefer_pads]
+    agent = AgentConfig(max_new_tokens_per_turn=16, max_total_new_tokens=16)
+    with AgentLoop(engine, None, agent) as loop:
+        (traj,) = loop.run([EpisodeSpec(sample, mode="notool")])
+    assert traj.finish_reason == "max_tokens" and traj.error is None
+    generated = traj.segments[1].token_ids
+    assert len(generated) == 16 and not set(generated) & set(tok.vision_token_ids)

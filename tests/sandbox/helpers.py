@@ -17,6 +17,7 @@ def tight_config(**overrides: object) -> SandboxConfig:
         timeout_s=1.5,
         memory_mb=512,
         max_file_mb=8,
+        max_state_mb=8,
         max_stdout_chars=2000,
         max_image_pixels=2048 * 2048,
         max_images=4,

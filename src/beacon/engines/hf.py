@@ -12,6 +12,9 @@ own probability, which is what importance ratios and KL terms need; it is the sa
 returns with its default `logprobs_mode="raw_logprobs"`. Forced tokens (see `ScriptedTokens`)
 therefore get the model's log-prob of the forced token, however small.
 
+Vision tokens (image/video pads and their brackets) are never sampled: only the processor
+writes them, and a generated one would break the next turn.
+
 Stop strings: generation of a row ends at the first step whose decoded output contains one of
 its stop strings; the result keeps every token up to and including that step, so `text ==
 tokenizer.decode(token_ids)` and `text` ends with (or, if the last token runs past it, contains)
@@ -171,6 +174,8 @@ class HFEngine:
         prompt_len = inputs["input_ids"].shape[1]
         recorder = _SampledTokenLogProbs() if sampling.logprobs else None
         processors = [recorder] if recorder is not None else []
+        if self.tokenizer.vision_token_ids:  # after the recorder: log-probs stay the raw ones
+            processors.append(_Suppress(self.tokenizer.vision_token_ids))
         stops = _StopStrings(self.tokenizer, [b.sampling for b in batch], prompt_len)
         longest = max(b.sampling.max_new_tokens for b in batch)
         with torch.no_grad(), _seeded(sampling.seed, self.device):
@@ -297,6 +302,18 @@ def _matched_prefix(ids: list[int], script: list[int]) -> int:
         if ids[-k:] == script[:k]:
             return k
     return 0
+
+
+class _Suppress:
+    """Sets the logits of `token_ids` to -inf, so they are never sampled."""
+
+    def __init__(self, token_ids: Sequence[int]) -> None:
+        self.token_ids = list(token_ids)
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        scores = scores.clone()
+        scores[:, self.token_ids] = float("-inf")
+        return scores
 
 
 class _SampledTokenLogProbs:

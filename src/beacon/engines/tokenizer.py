@@ -70,6 +70,7 @@ class HFTokenizer:
         self.image_token: str | None = getattr(processor, "image_token", None)
         self.image_token_id: int | None = getattr(processor, "image_token_id", None)
         self.image_placeholder = self._placeholder()
+        self.vision_token_ids = self._vision_token_ids()
         self.eos_token_ids = self._eos_ids()
         self.pad_token_id: int = (
             tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_token_ids[0]
@@ -135,6 +136,19 @@ class HFTokenizer:
             out.append(token * self.image_token_count(image))
             out.append(piece)
         return "".join(out)
+
+    def _vision_token_ids(self) -> list[int]:
+        """Ids that only the processor may write (image/video pads and their brackets).
+
+        A model that generates one would put an image slot without an image into its own
+        context, and the next turn could not be run; engines never let it sample them.
+        """
+        vocab = self.tokenizer.get_vocab()
+        names = ("<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>")
+        ids = {vocab[name] for name in names if name in vocab}
+        if self.image_token_id is not None:
+            ids.add(self.image_token_id)
+        return sorted(ids)
 
     def _placeholder(self) -> str:
         if self.image_token is None:

@@ -37,11 +37,11 @@ class SandboxConfig:
     max_input_pixels: int = MAX_IMAGE_PIXELS  # pixels per input image (decompression bombs)
     max_calls_per_session: int = 64  # calls one session may run before it answers with an error
     carry_variables: bool = True  # keep picklable variables between a session's calls (Thyme)
-    max_state_mb: int = 256  # carried variables larger than this (pickled) are all dropped
+    max_state_mb: int = 64  # carried variables larger than this (pickled) are all dropped
     num_workers: int = field(default_factory=_default_workers)  # pre-forked worker processes
     isolation: Isolation = "auto"  # "auto" tries bwrap, then unshare, and refuses otherwise
     root_dir: str | None = None  # where episode folders live; None makes a fresh temp folder
-    child_uid_base: int = 200_000  # as root, session n runs as uid child_uid_base + n
+    child_uid_base: int = 200_000  # as root, sessions run as uids above this (one per session)
     worker_max_rss_mb: int = 2048  # a worker whose resident memory exceeds this is replaced
     cached_sessions_per_worker: int = 8  # sessions whose decoded images a worker keeps
     startup_timeout_s: float = 60.0  # time a worker may take to import its libraries
@@ -54,6 +54,11 @@ class SandboxConfig:
             for f in fields(self)
             if f.name in _POSITIVE and getattr(self, f.name) <= 0
         ]
+        if self.max_state_mb > self.max_file_mb:
+            problems.append(
+                f"max_state_mb={self.max_state_mb} must be <= max_file_mb={self.max_file_mb} "
+                "(carried variables are saved as one file)"
+            )
         if self.cpu_s is not None and self.cpu_s <= 0:
             problems.append(f"cpu_s={self.cpu_s!r} must be > 0 or None")
         if self.isolation not in ("auto", "bwrap", "unshare", "none"):

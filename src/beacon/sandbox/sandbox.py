@@ -65,6 +65,8 @@ class Sandbox:
         self.config = config or SandboxConfig()
         self.isolation = resolve_isolation(self.config.isolation)
         self.privileged = os.geteuid() == 0
+        # a random block of 65536 uids, so two sandboxes on one machine do not share uids
+        self._uid_block = self.config.child_uid_base + secrets.randbelow(1 << 14) * (1 << 16)
         self._owns_root = self.config.root_dir is None
         self.root = self._make_root()
         if self._owns_root:  # also when close() is never called
@@ -156,7 +158,7 @@ class Session:
         self.calls = 0
         self.closed = False
         self.key = f"{number:06d}-{secrets.token_hex(4)}"
-        self.uid = self._config.child_uid_base + number if sandbox.privileged else None
+        self.uid = sandbox._uid_block + number % (1 << 16) if sandbox.privileged else None
         self.dir = os.path.join(sandbox.root, self.key)  # on the host
         self.host_output_dir = os.path.join(self.dir, _OUTPUT)
         self.state_path = os.path.join(self.dir, "state", "vars.pkl")
