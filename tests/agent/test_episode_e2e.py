@@ -73,7 +73,10 @@ def image_pad_count(traj: Trajectory, engine: HFEngine) -> int:
 
 @pytest.mark.parametrize(
     ("fmt", "turns", "marker"),
-    [("thyme", THYME_TURNS, "</sandbox_output>"), ("tool_call", TOOL_CALL_TURNS, "</tool_response>")],
+    [
+        ("thyme", THYME_TURNS, "</sandbox_output>"),
+        ("tool_call", TOOL_CALL_TURNS, "</tool_response>"),
+    ],
 )
 def test_tool_episode_executes_code_and_feeds_the_crop_back(
     engine: HFEngine, sandbox: Sandbox, sample: Sample, turn_script: type, fmt: str, turns, marker
@@ -160,7 +163,12 @@ def test_batch_of_episodes_keeps_results_apart(
 ) -> None:
     script(engine, turn_script, THYME_TURNS, "</sandbox_output>")
     samples = [
-        Sample(id=str(i), images=[Image.new("RGB", (50 + 10 * i, 40), (i, i, i))], question="?", answer="B")
+        Sample(
+            id=str(i),
+            images=[Image.new("RGB", (50 + 10 * i, 40), (i, i, i))],
+            question="?",
+            answer="B",
+        )
         for i in range(5)
     ]
     with AgentLoop(engine, sandbox, AgentConfig(max_new_tokens_per_turn=200)) as loop:

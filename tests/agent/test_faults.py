@@ -74,7 +74,9 @@ def test_code_error_becomes_an_observation(engine, sandbox, sample, turn_script)
 
 
 def test_sandbox_timeout_becomes_an_observation(engine, sandbox, sample, turn_script) -> None:
-    traj = run_scripted(engine, sandbox, sample, turn_script, [thyme("while True:\n    pass"), ANSWER])
+    traj = run_scripted(
+        engine, sandbox, sample, turn_script, [thyme("while True:\n    pass"), ANSWER]
+    )
     assert traj.finish_reason == "answer"
     (call,) = traj.tool_calls
     assert call.timed_out and not call.ok
@@ -141,7 +143,7 @@ def test_unreachable_server_is_an_engine_error(sample) -> None:
 
 
 class _SlowHandler(http.server.BaseHTTPRequestHandler):
-    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+    def do_POST(self) -> None:
         time.sleep(3)
         self.send_response(200)
         self.end_headers()

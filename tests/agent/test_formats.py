@@ -34,7 +34,10 @@ def test_thyme_empty_block_is_an_error_not_code() -> None:
 @pytest.mark.parametrize(
     ("text", "code"),
     [
-        ('<tool_call>{"name": "python", "arguments": {"code": "print(1)"}}</tool_call>', "print(1)"),
+        (
+            '<tool_call>{"name": "python", "arguments": {"code": "print(1)"}}</tool_call>',
+            "print(1)",
+        ),
         (
             '<tool_call>\n{"name": "python", "arguments": "{\\"code\\": \\"x=1\\"}"}\n</tool_call>',
             "x=1",
@@ -81,5 +84,5 @@ def test_answer_span(text: str, answer: str | None) -> None:
 
 
 def test_unknown_format_names_the_setting() -> None:
-    with pytest.raises(ValueError, match="agent.format"):
+    with pytest.raises(ValueError, match=r"agent\.format"):
         get_format("xml")

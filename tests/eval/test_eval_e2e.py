@@ -94,7 +94,8 @@ def test_killed_and_resumed_run_equals_uninterrupted(tmp_path: Path, tiny_model_
     assert strip_timing(summary_resumed) == strip_timing(summary_whole)
     assert (resumed / "report.md").exists()
     trajectories = [
-        json.loads(line)["key"] for line in (resumed / "trajectories.jsonl").read_text().splitlines()
+        json.loads(line)["key"]
+        for line in (resumed / "trajectories.jsonl").read_text().splitlines()
     ]
     assert sorted(trajectories) == sorted(expected)
 

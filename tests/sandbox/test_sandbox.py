@@ -274,3 +274,10 @@ def test_every_session_sees_the_same_thyme_paths() -> None:
         assert not (Path(second.host_output_dir) / "c.png").exists()
         first.close()
         second.close()
+
+
+def test_oversized_carried_state_is_not_kept(sandbox: Sandbox) -> None:
+    with sandbox.session(images=[make_image()]) as s:
+        assert s.run("small = 1\nbig = bytearray(9 << 20)").ok  # over max_state_mb=8
+        r = s.run("print(small)")
+    assert not r.ok and r.error.startswith("NameError")

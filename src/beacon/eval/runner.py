@@ -259,7 +259,7 @@ def build_engine(cfg: EngineConfig) -> Any:
 
 
 def _device(name: str) -> str:
-    """"auto" picks the GPU when there is one."""
+    """ "auto" picks the GPU when there is one."""
     if name != "auto":
         return name
     import torch
