@@ -213,6 +213,10 @@ def test_a_growing_worker_is_replaced_after_the_call() -> None:
 def test_fallback_isolation_layers_run_code(isolation: str) -> None:
     if shutil.which(isolation) is None and isolation != "none":
         pytest.skip(f"{isolation} is not installed")
+    if isolation == "unshare" and not jail.readable_by_others(jail.python_dirs()):
+        with pytest.raises(SandboxError, match="not readable by other users"):
+            Sandbox(tight_config(num_workers=1, isolation=isolation))
+        return
     with Sandbox(tight_config(num_workers=1, isolation=isolation)) as sb:
         assert sb.isolation == isolation
         with sb.session(images=[make_image()]) as s:

@@ -40,7 +40,7 @@ class SandboxConfig:
     max_state_mb: int = 64  # carried variables larger than this (pickled) are all dropped
     num_workers: int = field(default_factory=_default_workers)  # pre-forked worker processes
     isolation: Isolation = "auto"  # "auto" tries bwrap, then unshare, and refuses otherwise
-    root_dir: str | None = None  # where episode folders live; None makes a fresh temp folder
+    root_dir: str | None = None  # episode folders; None: a fresh one in /dev/shm (or $TMPDIR)
     child_uid_base: int = 200_000  # as root, sessions run as uids above this (one per session)
     worker_max_rss_mb: int = 2048  # a worker whose resident memory exceeds this is replaced
     cached_sessions_per_worker: int = 8  # sessions whose decoded images a worker keeps

@@ -161,6 +161,20 @@ def python_dirs() -> tuple[str, ...]:
     return tuple(kept)
 
 
+def readable_by_others(paths: tuple[str, ...]) -> bool:
+    """True if a different, unprivileged uid can reach and read `paths` on this file system.
+
+    Without bwrap's own view of the file system, a child that dropped to its session's uid
+    must read the Python installation in place; under a 0700 home (pyenv in /root) it cannot.
+    """
+    for path in paths:
+        if os.stat(path).st_mode & 0o005 != 0o005:
+            return False
+        if not all(os.stat(parent).st_mode & 0o001 for parent in Path(path).parents):
+            return False
+    return True
+
+
 @functools.cache
 def _probe(layer: str) -> str | None:
     """None if `layer` can start a process here, else why not."""

@@ -41,7 +41,7 @@ from PIL import Image
 from beacon.images import ImageError
 from beacon.sandbox import results
 from beacon.sandbox.config import ExecResult, SandboxConfig, SandboxError
-from beacon.sandbox.jail import resolve_isolation
+from beacon.sandbox.jail import python_dirs, readable_by_others, resolve_isolation
 from beacon.sandbox.pool import Worker, WorkerDied, WorkerSlot
 from beacon.sandbox.repair import repair_code
 from beacon.types import ImageSource
@@ -64,7 +64,7 @@ class Sandbox:
     def __init__(self, config: SandboxConfig | None = None) -> None:
         self.config = config or SandboxConfig()
         self.isolation = resolve_isolation(self.config.isolation)
-        self.privileged = os.geteuid() == 0
+        self.drop_uid = os.geteuid() == 0 and self._uids_can_run_python()
         # a random block of 65536 uids, so two sandboxes on one machine do not share uids
         self._uid_block = self.config.child_uid_base + secrets.randbelow(1 << 14) * (1 << 16)
         self._owns_root = self.config.root_dir is None
@@ -87,6 +87,28 @@ class Sandbox:
             self.isolation,
             self.root,
         )
+
+    def _uids_can_run_python(self) -> bool:
+        """Whether children can drop to their own uid and still import Python modules.
+
+        bwrap re-creates the folders above the installation world-readable; other layers use
+        the host's, and a Python under a 0700 home (pyenv in /root) is then unreadable.
+        """
+        if self.isolation == "bwrap" or readable_by_others(python_dirs()):
+            return True
+        problem = (
+            f"the Python installation ({', '.join(python_dirs())}) is not readable by other "
+            "users, so sandboxed code could not drop root"
+        )
+        if self.isolation != "none":
+            raise SandboxError(
+                f"isolation={self.isolation!r} cannot run here: {problem}. Install bubblewrap "
+                "(bwrap re-creates those folders readable), or install Python in a "
+                "world-readable place, or set SandboxConfig(isolation='none') to run code as "
+                "root with only seccomp and rlimits (unsafe)."
+            )
+        logger.warning("sandbox children run as root: %s", problem)
+        return False
 
     def _make_root(self) -> str:
         shm = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None  # memory-backed: fast
@@ -158,7 +180,7 @@ class Session:
         self.calls = 0
         self.closed = False
         self.key = f"{number:06d}-{secrets.token_hex(4)}"
-        self.uid = sandbox._uid_block + number % (1 << 16) if sandbox.privileged else None
+        self.uid = sandbox._uid_block + number % (1 << 16) if sandbox.drop_uid else None
         self.dir = os.path.join(sandbox.root, self.key)  # on the host
         self.host_output_dir = os.path.join(self.dir, _OUTPUT)
         self.state_path = os.path.join(self.dir, "state", "vars.pkl")
