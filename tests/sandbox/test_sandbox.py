@@ -14,6 +14,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from beacon.config import ConfigError, load_config
+from beacon.eval.config import EvalConfig
 from beacon.images import ImageError
 from beacon.sandbox import Sandbox, SandboxConfig, SandboxError, jail
 
@@ -224,12 +226,35 @@ def test_fallback_isolation_layers_run_code(isolation: str) -> None:
             assert not s.run("import socket\nsocket.socket()").ok
 
 
-def test_config_reports_every_problem_at_once() -> None:
+def test_config_validate_lists_every_problem() -> None:
+    assert SandboxConfig().validate() == []
+    problems = SandboxConfig(timeout_s=-1.0, num_workers=0, cpu_s=0).validate()
+    assert problems == [
+        "timeout_s: must be > 0, got -1.0",
+        "num_workers: must be > 0, got 0",
+        "cpu_s: must be > 0 or None, got 0",
+    ]
+    assert SandboxConfig(isolation="docker").validate() == [  # type: ignore[arg-type]
+        "isolation: must be one of 'auto', 'bwrap', 'unshare', 'none', got 'docker'"
+    ]
+    assert SandboxConfig(max_state_mb=128, max_file_mb=64).validate()[0].startswith(
+        "max_state_mb: must be <= max_file_mb=64"
+    )
+
+
+def test_sandbox_refuses_an_invalid_config_before_starting_workers() -> None:
     with pytest.raises(ValueError, match="2 problems") as info:
-        SandboxConfig(timeout_s=0, num_workers=0)
-    assert "timeout_s=0" in str(info.value) and "num_workers=0" in str(info.value)
-    with pytest.raises(ValueError, match="isolation='docker'"):
-        SandboxConfig(isolation="docker")  # type: ignore[arg-type]
+        Sandbox(SandboxConfig(timeout_s=0, memory_mb=-5))
+    assert "timeout_s: must be > 0, got 0" in str(info.value)
+    assert "memory_mb: must be > 0, got -5" in str(info.value)
+
+
+def test_load_config_reports_sandbox_problems_with_the_others() -> None:
+    overrides = ["sandbox.timeout_s=-1", "sandbox.max_images=0", "samples=0"]
+    with pytest.raises(ConfigError, match="3 problems") as info:
+        load_config(EvalConfig, overrides=overrides)
+    assert "sandbox: timeout_s: must be > 0, got -1.0" in info.value.problems
+    assert "sandbox: max_images: must be > 0, got 0" in info.value.problems
 
 
 def test_async_sessions_run_concurrently(sandbox: Sandbox) -> None:

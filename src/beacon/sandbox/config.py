@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, fields
-from typing import Literal
+from typing import Literal, get_args
 
 from PIL import Image
 
@@ -48,27 +48,28 @@ class SandboxConfig:
     worker_grace_s: float = 30.0  # extra wait past timeout_s before a silent worker is replaced
     repair: RepairConfig | None = field(default_factory=RepairConfig)  # None: run code as given
 
-    def __post_init__(self) -> None:
+    def validate(self) -> list[str]:
+        """Every invalid setting, one line each (the `beacon.config` contract); [] if none.
+
+        `Sandbox` raises a ValueError listing them; `beacon.config.load_config` reports them
+        together with the problems of the rest of a config.
+        """
         problems = [
-            f"{f.name}={getattr(self, f.name)!r} must be > 0"
+            f"{f.name}: must be > 0, got {getattr(self, f.name)!r}"
             for f in fields(self)
             if f.name in _POSITIVE and getattr(self, f.name) <= 0
         ]
         if self.max_state_mb > self.max_file_mb:
             problems.append(
-                f"max_state_mb={self.max_state_mb} must be <= max_file_mb={self.max_file_mb} "
-                "(carried variables are saved as one file)"
+                f"max_state_mb: must be <= max_file_mb={self.max_file_mb}, got "
+                f"{self.max_state_mb} (carried variables are saved as one file)"
             )
         if self.cpu_s is not None and self.cpu_s <= 0:
-            problems.append(f"cpu_s={self.cpu_s!r} must be > 0 or None")
-        if self.isolation not in ("auto", "bwrap", "unshare", "none"):
-            problems.append(
-                f"isolation={self.isolation!r} must be one of 'auto', 'bwrap', 'unshare', 'none'"
-            )
-        if problems:
-            raise ValueError(
-                f"invalid SandboxConfig ({len(problems)} problems):\n  " + "\n  ".join(problems)
-            )
+            problems.append(f"cpu_s: must be > 0 or None, got {self.cpu_s!r}")
+        if self.isolation not in get_args(Isolation):
+            allowed = ", ".join(repr(a) for a in get_args(Isolation))
+            problems.append(f"isolation: must be one of {allowed}, got {self.isolation!r}")
+        return problems
 
     @property
     def cpu_limit_s(self) -> float:

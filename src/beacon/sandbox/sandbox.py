@@ -63,6 +63,12 @@ class Sandbox:
 
     def __init__(self, config: SandboxConfig | None = None) -> None:
         self.config = config or SandboxConfig()
+        problems = self.config.validate()
+        if problems:
+            raise ValueError(
+                f"invalid SandboxConfig ({len(problems)} problem{'s' * (len(problems) != 1)}); "
+                "fix these settings:\n  " + "\n  ".join(problems)
+            )
         self.isolation = resolve_isolation(self.config.isolation)
         self.drop_uid = os.geteuid() == 0 and self._uids_can_run_python()
         # a random block of 65536 uids, so two sandboxes on one machine do not share uids
