@@ -45,7 +45,7 @@ from transformers import (
 )
 
 from beacon.engines.base import GenerationRequest, GenerationResult, SamplingParams
-from beacon.engines.tokenizer import HFTokenizer, message_images
+from beacon.engines.tokenizer import HFTokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -130,18 +130,9 @@ class HFEngine:
 
     def _prepare(self, index: int, request: GenerationRequest) -> _Prepared:
         _check_sampling(request.sampling)
+        ids, images = self.tokenizer.request_ids(request)
         if request.prompt_ids is not None:
-            images = list(request.images or [])
-            ids = list(request.prompt_ids)
             self._check_image_tokens(ids, images)
-        else:
-            images = message_images(request.messages)
-            text = self.tokenizer.render_chat(
-                request.messages,
-                add_generation_prompt=not request.continue_final_message,
-                continue_final_message=request.continue_final_message,
-            )
-            ids = self.tokenizer.encode(text, images)
         if not ids:
             raise ValueError("the prompt is empty; give messages or prompt_ids")
         return _Prepared(index, ids, images, request.sampling)

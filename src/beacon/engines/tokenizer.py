@@ -21,7 +21,7 @@ from typing import Any
 
 from PIL import Image
 
-from beacon.engines.base import Message
+from beacon.engines.base import GenerationRequest, Message
 
 logger = logging.getLogger(__name__)
 
@@ -106,6 +106,19 @@ class HFTokenizer:
         """Token ids of `text`; each image placeholder expands to that image's token count."""
         text = self._expand_images(text, images)
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def request_ids(self, request: GenerationRequest) -> tuple[list[int], list[Image.Image]]:
+        """The context ids of `request` and its images: its `prompt_ids` as given (token-in),
+        else its messages rendered and tokenized."""
+        if request.prompt_ids is not None:
+            return list(request.prompt_ids), list(request.images or [])
+        images = message_images(request.messages)
+        text = self.render_chat(
+            request.messages,
+            add_generation_prompt=not request.continue_final_message,
+            continue_final_message=request.continue_final_message,
+        )
+        return self.encode(text, images), images
 
     def decode(self, token_ids: Sequence[int]) -> str:
         """Text of `token_ids`, special tokens included."""

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from beacon.engines.base import GenerationRequest, GenerationResult, SamplingParams
-from beacon.engines.tokenizer import HFTokenizer, message_images
+from beacon.engines.tokenizer import HFTokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -125,16 +125,7 @@ class VLLMEngine:
 
     def _prompt(self, request: GenerationRequest) -> tuple[dict[str, Any], list[int]]:
         """(the vLLM prompt, the expanded prompt ids it stands for)."""
-        if request.prompt_ids is not None:
-            ids, images = list(request.prompt_ids), list(request.images or [])
-        else:
-            images = message_images(request.messages)
-            text = self.tokenizer.render_chat(
-                request.messages,
-                add_generation_prompt=not request.continue_final_message,
-                continue_final_message=request.continue_final_message,
-            )
-            ids = self.tokenizer.encode(text, images)
+        ids, images = self.tokenizer.request_ids(request)
         return vllm_token_prompt(ids, images, self.tokenizer.image_token_id), ids
 
     def _sampling(self, s: SamplingParams) -> Any:
