@@ -64,6 +64,12 @@ def test_malformed_tool_calls_say_why(text: str, fragment: str) -> None:
     assert fragment in parsed.error
 
 
+@pytest.mark.parametrize("fmt", [THYME, TOOL_CALL])
+def test_close_tag_without_open_tag_is_an_error(fmt) -> None:
+    parsed = fmt.parse_call(f"some reasoning print(1) {fmt.call_close}")
+    assert parsed.code is None and "without an opening" in parsed.error
+
+
 def test_find_calls_returns_only_complete_calls_in_order() -> None:
     text = "a <code>one</code> b <code>two</code> c <code>unfinished"
     assert find_calls(text, THYME) == ["<code>one</code>", "<code>two</code>"]

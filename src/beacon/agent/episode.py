@@ -157,7 +157,7 @@ class Episode:
             elif self.new_tokens >= cfg.max_total_new_tokens:
                 self._finish("max_tokens")
             else:
-                self.pending_code = self.turn_text[self.turn_text.rfind(fmt.call_open) :]
+                self.pending_code = self.turn_text[max(0, self.turn_text.rfind(fmt.call_open)) :]
         elif result.finish_reason == "length":
             self._finish("max_tokens")
         else:

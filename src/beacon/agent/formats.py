@@ -52,6 +52,8 @@ class Format:
 
 def _parse_fenced_code(text: str) -> ParsedCall:
     """Code inside <code>...</code>, with or without a ```python fence."""
+    if "<code>" not in text:
+        return ParsedCall(None, "found </code> without an opening <code>")
     body = text.split("<code>", 1)[-1].rsplit("</code>", 1)[0]
     fenced = re.search(r"```[ \t]*(?:python|py)?[ \t]*\n?(.*?)```", body, re.S | re.I)
     code = (fenced.group(1) if fenced else body).strip("\n")
@@ -62,6 +64,8 @@ def _parse_fenced_code(text: str) -> ParsedCall:
 
 def _parse_json_call(text: str) -> ParsedCall:
     """Code inside <tool_call>{"name": "python", "arguments": {"code": ...}}</tool_call>."""
+    if "<tool_call>" not in text:
+        return ParsedCall(None, "found </tool_call> without an opening <tool_call>")
     body = text.split("<tool_call>", 1)[-1].rsplit("</tool_call>", 1)[0].strip()
     try:
         call = json.loads(body)
