@@ -11,8 +11,13 @@ def make_trajectory() -> Trajectory:
         segments=[
             Segment(role="prompt", text="Q<img>", token_ids=[1, 2, 3], images=["k0"]),
             Segment(role="generated", text="go <code>", token_ids=[4, 5], logprobs=[-0.1, -0.2]),
-            Segment(role="generated", text="x</code>", token_ids=[6, 7, 8], kind="code",
-                    logprobs=[-1.0, -2.0, -3.0]),  # fmt: skip
+            Segment(
+                role="generated",
+                text="x</code>",
+                token_ids=[6, 7, 8],
+                kind="code",
+                logprobs=[-1.0, -2.0, -3.0],
+            ),
             Segment(role="observation", text="<so>1</so>", token_ids=[9], images=["k1"]),
             Segment(role="generated", text="<answer>1</answer>", token_ids=[10], logprobs=[0.0]),
         ],
