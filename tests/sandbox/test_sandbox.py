@@ -97,6 +97,34 @@ def test_variables_carry_over_between_calls(sandbox: Sandbox) -> None:
     assert r.stdout == "42 (4, 4)\nFalse\n"  # functions do not carry over
 
 
+SLOW_SAVE = (
+    "import time\nclass Slow:\n    def __reduce__(self):\n        time.sleep(0.4)\n"
+    "        return (int, (7,))\n"
+)
+
+
+def test_a_call_sees_variables_whose_save_was_still_running(sandbox: Sandbox) -> None:
+    with sandbox.session(images=[make_image()]) as s:
+        assert s.run(SLOW_SAVE + "x = Slow()").ok  # answered before x is saved
+        assert s.run("y = 1").ok  # runs during that save, must not lose x or overtake it
+        r = s.run("print(x, y)")
+    assert r.ok, r.error
+    assert r.stdout == "7 1\n"
+
+
+def test_a_save_that_never_ends_is_killed_and_reported() -> None:
+    spin = "class Spin:\n    def __reduce__(self):\n        while True:\n            pass\n"
+    with Sandbox(tight_config(num_workers=1)) as sb, sb.session(images=[make_image()]) as s:
+        assert s.run("a = 1").ok
+        assert s.run(spin + "b = Spin()").ok  # its save is killed at the call's deadline
+        r = s.run("print(a)\nprint('b' in globals())")
+        assert r.ok, r.error
+        assert not r.timed_out  # waiting for the killed save does not use up this call's time
+        assert r.stdout == "1\nFalse\n"
+        assert "variables from the previous call were not carried over" in r.notes
+        assert_benign_call_works(s)
+
+
 def test_carry_variables_off() -> None:
     config = tight_config(num_workers=1, carry_variables=False)
     with Sandbox(config) as sb, sb.session(images=[make_image()]) as s:
@@ -237,8 +265,10 @@ def test_config_validate_lists_every_problem() -> None:
     assert SandboxConfig(isolation="docker").validate() == [  # type: ignore[arg-type]
         "isolation: must be one of 'auto', 'bwrap', 'unshare', 'none', got 'docker'"
     ]
-    assert SandboxConfig(max_state_mb=128, max_file_mb=64).validate()[0].startswith(
-        "max_state_mb: must be <= max_file_mb=64"
+    assert (
+        SandboxConfig(max_state_mb=128, max_file_mb=64)
+        .validate()[0]
+        .startswith("max_state_mb: must be <= max_file_mb=64")
     )
 
 
@@ -303,6 +333,29 @@ def test_every_session_sees_the_same_thyme_paths() -> None:
         assert not (Path(second.host_output_dir) / "c.png").exists()
         first.close()
         second.close()
+
+
+def test_drawing_on_the_input_image_does_not_change_it_for_later_calls(sandbox: Sandbox) -> None:
+    big = Image.fromarray(np.full((1500, 2000, 3), 50, np.uint8))  # several huge pages
+    with sandbox.session(images=[big]) as s:
+        r = s.run(
+            "image.paste((255, 0, 0), (0, 0, 2000, 1500))\nprint(image.getpixel((1999, 1499)))"
+        )
+        assert r.ok and r.stdout == "(255, 0, 0)\n", r.error
+        r = s.run("print(image.getpixel((0, 0)), image.getpixel((1999, 1499)))")
+    assert r.ok and r.stdout == "(50, 50, 50) (50, 50, 50)\n", r.error
+
+
+def test_cached_input_images_do_not_count_against_the_worker_memory_limit() -> None:
+    big = Image.fromarray(np.zeros((3000, 4000, 3), np.uint8))  # 48 MB decoded, each
+    with Sandbox(tight_config(num_workers=1, worker_max_rss_mb=200)) as sb:
+        sessions = [sb.session(images=[big]) for _ in range(3)]
+        pids = sb.worker_pids()
+        for s in sessions:
+            assert s.run("print(image.size)").stdout == "(4000, 3000)\n"
+        assert sb.worker_pids() == pids  # ~290 MB resident, but 144 MB of it is the cache
+        for s in sessions:
+            s.close()
 
 
 def test_oversized_carried_state_is_not_kept(sandbox: Sandbox) -> None:

@@ -86,6 +86,33 @@ def test_stream_reader_reports_eof_mid_frame() -> None:
         os.close(read_fd)
 
 
+def test_stream_reader_grows_its_buffer_for_blobs_over_the_preallocation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(wire, "_PREALLOCATE_BYTES", 4)
+    read_fd, write_fd = os.pipe()
+    try:
+        for part in wire.frame_parts({"k": 1}, [b"0123456789abc", b""]):
+            os.write(write_fd, part)
+        frame = wire.read_frame(read_fd, LIMITS, deadline=time.monotonic() + 5)
+    finally:
+        os.close(read_fd)
+        os.close(write_fd)
+    assert frame.header == {"k": 1, "blobs": [13, 0]}
+    assert [bytes(b) for b in frame.blobs] == [b"0123456789abc", b""]
+
+
+def test_write_frame_matches_encode_frame() -> None:
+    read_fd, write_fd = os.pipe()
+    try:
+        wire.write_frame(write_fd, {"a": [1, 2]}, [b"xy", memoryview(b"abcdef")[2:]])
+        written = os.read(read_fd, 1 << 16)
+    finally:
+        os.close(read_fd)
+        os.close(write_fd)
+    assert written == wire.encode_frame({"a": [1, 2]}, [b"xy", b"cdef"])
+
+
 @pytest.mark.parametrize(
     ("meta", "size", "message"),
     [

@@ -11,24 +11,38 @@ image paths and a new or updated `processed_path` variable. Paths under Thyme's
 Carried variables are pickled to the session's state file by the child that made them and
 unpickled by the next child, lazily: a call loads only the variables its code names, and the
 others are passed on as the same bytes. The trusted process never touches these bytes.
+
+The state file is saved after the result is out, so the next call of the session may start
+before the save ends. The children of a session take turns through an flock on
+`<state>.lock`: a child takes it before it reads the state and keeps it until it has saved
+its own, and it always takes it before it answers, so the next child (started only after that
+answer) queues behind it. Before answering, a child also writes `<state>.names`, the names it
+may save; the next child waits for the lock before running only if its code reads one of them
+(`prepare`), and otherwise takes it after running (`claim_state`), while its predecessor's save
+has usually long ended. A save that never finished (the child was killed) is noticed through the
+call number in both files, and the call is told that those variables were not carried over.
 """
 
 from __future__ import annotations
 
 import builtins
 import dis
+import fcntl
 import io
 import json
 import math
+import mmap
 import os
 import pickle
 import random
 import re
+import struct
 import sys
 import tempfile
 import time
 import traceback
 import types
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,14 +75,16 @@ class Episode:
     syntax_error: str | None = None
     ns: dict[str, Any] = field(default_factory=dict)
     presets: dict[str, Any] = field(default_factory=dict)
-    carried: dict[str, bytes] = field(default_factory=dict)  # pickled, as read from disk
+    carried: dict[str, memoryview] = field(default_factory=dict)  # pickled, from the file
     loaded: set[str] = field(default_factory=set)  # names unpickled into ns
     notes: list[str] = field(default_factory=list)
+    announced: frozenset[str] = frozenset()  # names the previous call said it may save
+    lock_fd: int = -1  # the session's state lock, held from claim_state until exit
 
 
 def prepare(request: dict[str, Any], images: list[Image.Image]) -> Episode:
     """Compile the code and build its namespace, restoring the carried variables it names."""
-    ep = Episode(request, notes=[n for n in request.get("notes", []) if isinstance(n, str)])
+    ep = Episode(request)
     try:
         ep.code = compile(request["code"], "<code>", "exec")
     except Exception as exc:  # SyntaxError, ValueError (NUL bytes), RecursionError, ...
@@ -89,7 +105,12 @@ def prepare(request: dict[str, Any], images: list[Image.Image]) -> Episode:
     }  # fmt: skip
     ep.presets = {name: ep.ns[name] for name in _PRESET_NAMES}
     if request["carry"] and ep.code is not None:
-        _load_state(ep, _global_names(ep.code))
+        ep.announced = _read_names(request["state_path"] + ".names")
+        names = _global_names(ep.code)
+        dynamic = names & _DYNAMIC_NAMES or "__dict__" in request["code"]
+        if dynamic or names & ep.announced:  # (a preset name counts: the code may rebind it)
+            claim_state(ep)
+            _load_variables(ep, ep.carried.keys() if dynamic else ep.carried.keys() & names)
     return ep
 
 
@@ -132,20 +153,75 @@ def _nested_names(code: types.CodeType) -> set[str]:
     return names
 
 
-def _load_state(ep: Episode, names: set[str]) -> None:
+_STATE_HEAD = struct.Struct("<8sQI")  # magic, number of the call that saved it, variables
+_STATE_ENTRY = struct.Struct("<IQ")  # name length, pickle length; names, then the pickles
+_STATE_MAGIC = b"BCNVARS1"
+_NAMES_HEAD = struct.Struct("<Q")  # number of the call that announced; then names, one a line
+
+
+def claim_state(ep: Episode) -> None:
+    """Take the session's state lock (waiting for the previous call's save) and read the
+    state's index; notes a previous save that never finished. Idempotent."""
+    if ep.lock_fd >= 0:
+        return
+    path = ep.request["state_path"]
+    ep.lock_fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    fcntl.flock(ep.lock_fd, fcntl.LOCK_EX)
+    saved_by = 0
     try:
-        with open(ep.request["state_path"], "rb") as f:
-            carried = pickle.load(f)
-        if not isinstance(carried, dict):
-            raise TypeError("carried state is not a dict")
+        saved_by, ep.carried = _read_state(path)
     except FileNotFoundError:
-        return
-    except BaseException as exc:
+        pass
+    except Exception as exc:  # a damaged or foreign file: the session starts over
         ep.notes.append(f"carried variables were lost ({type(exc).__name__}: {exc})"[:300])
-        return
-    ep.carried = {str(k): v for k, v in carried.items() if isinstance(v, bytes)}
-    dynamic = names & _DYNAMIC_NAMES or "__dict__" in ep.request["code"]
-    wanted = ep.carried.keys() if dynamic else ep.carried.keys() & names
+    announced_by = _read_call_number(path + ".names")
+    if announced_by > saved_by and ep.announced:
+        ep.notes.append("variables from the previous call were not carried over")
+
+
+def _read_state(path: str) -> tuple[int, dict[str, memoryview]]:
+    """The call number and the pickled variables of a state file, mapped, not copied."""
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size == 0:
+            raise ValueError("the state file is empty")
+        data = memoryview(mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ))
+    magic, call, count = _STATE_HEAD.unpack_from(data)
+    if magic != _STATE_MAGIC:
+        raise ValueError("the state file has no Beacon header")
+    offset, entries = _STATE_HEAD.size, []
+    for _ in range(count):
+        name_len, blob_len = _STATE_ENTRY.unpack_from(data, offset)
+        offset += _STATE_ENTRY.size
+        entries.append((str(data[offset : offset + name_len], "utf-8"), blob_len))
+        offset += name_len
+    carried = {}
+    for name, blob_len in entries:
+        if offset + blob_len > size:
+            raise ValueError("the state file is truncated")
+        carried[name] = data[offset : offset + blob_len]
+        offset += blob_len
+    return call, carried
+
+
+def _read_names(path: str) -> frozenset[str]:
+    try:
+        with open(path, "rb") as f:
+            text = f.read()[_NAMES_HEAD.size :]
+    except OSError:
+        return frozenset()
+    return frozenset(text.decode("utf-8", "replace").split("\n")) - {""}
+
+
+def _read_call_number(path: str) -> int:
+    try:
+        with open(path, "rb") as f:
+            return _NAMES_HEAD.unpack(f.read(_NAMES_HEAD.size))[0]
+    except (OSError, struct.error):
+        return 0
+
+
+def _load_variables(ep: Episode, wanted: Iterable[str]) -> None:
     failed = []
     for name in wanted:
         try:
@@ -157,8 +233,34 @@ def _load_state(ep: Episode, names: set[str]) -> None:
         ep.notes.append(f"could not restore carried variables: {', '.join(failed)[:200]}")
 
 
-def execute(ep: Episode) -> bytes:
-    """Run the code and return the result frame (text, error, notes, raw images)."""
+def announce_state(ep: Episode) -> None:
+    """Before answering: hold the state lock and tell the next call which names it may find.
+
+    The names are those `save_state` will try; the ones that fail to pickle make the next call
+    wait for a save it did not need, nothing worse.
+    """
+    claim_state(ep)
+    names = {name for name in ep.carried if name not in ep.loaded} | set(_to_save(ep))
+    path = ep.request["state_path"] + ".names"
+    with open(path + ".tmp", "wb") as f:
+        f.write(_NAMES_HEAD.pack(ep.request["call"]) + "\n".join(sorted(names)).encode())
+    os.replace(path + ".tmp", path)
+
+
+def _to_save(ep: Episode) -> dict[str, Any]:
+    """The namespace entries worth carrying: not modules, helpers or untouched presets."""
+    return {
+        name: value
+        for name, value in ep.ns.items()
+        if not name.startswith("__")
+        and name != repair.CLAMP_HELPER_NAME
+        and not isinstance(value, types.ModuleType)
+        and ep.presets.get(name, _MISSING) is not value
+    }
+
+
+def execute(ep: Episode) -> list[wire.Bytes]:
+    """Run the code and return the result frame (text, error, notes, raw images), in pieces."""
     request, ns, notes = ep.request, ep.ns, ep.notes
     out = _CappedText(request["max_stdout_chars"])
     shown: list[Image.Image] = []
@@ -179,6 +281,11 @@ def execute(ep: Episode) -> bytes:
     finally:
         sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
     stdout = out.text()
+    if request["carry"]:
+        try:
+            announce_state(ep)
+        except Exception as exc:  # the code broke its own state folder
+            notes.append(f"carried variables cannot be saved ({describe(exc)})"[:300])
     try:
         images = shown + _file_images(stdout, ns, before, start, request, refused)
     except BaseException as exc:
@@ -193,7 +300,7 @@ def execute(ep: Episode) -> bytes:
         metas.append(wire.image_meta(img.mode, img.width, img.height))
         blobs.append(img.tobytes())
     header = {"stdout": stdout, "stdout_chars": out.total, "error": error, "notes": notes}
-    return wire.encode_frame({**header, "images": metas}, blobs)
+    return wire.frame_parts({**header, "images": metas}, blobs)
 
 
 class _CappedText(io.TextIOBase):
@@ -294,25 +401,29 @@ def save_state(ep: Episode) -> None:
     """Write the variables for the next call: unloaded ones as they were, the rest re-pickled.
 
     Unpicklable values (modules, functions and classes the code defined) are skipped; if the
-    total exceeds max_state_bytes, nothing is carried.
+    total exceeds max_state_bytes, nothing is carried. Needs the state lock (`claim_state`).
     """
-    stored = {name: blob for name, blob in ep.carried.items() if name not in ep.loaded}
-    for name, value in ep.ns.items():
-        if name.startswith("__") or name == repair.CLAMP_HELPER_NAME:
-            continue
-        if isinstance(value, types.ModuleType):
-            continue
-        if ep.presets.get(name, _MISSING) is value:
-            continue
+    if ep.lock_fd < 0:
+        return
+    stored: dict[str, bytes | memoryview] = {
+        name: blob for name, blob in ep.carried.items() if name not in ep.loaded
+    }
+    for name, value in _to_save(ep).items():
         try:
             stored[name] = pickle.dumps(value, protocol=5)
         except BaseException:
             continue
     if sum(len(b) for b in stored.values()) > ep.request["max_state_bytes"]:
         stored = {}
+    names = [name.encode() for name in stored]
+    head = [_STATE_HEAD.pack(_STATE_MAGIC, ep.request["call"], len(stored))]
+    for name, blob in zip(names, stored.values(), strict=True):
+        head += [_STATE_ENTRY.pack(len(name), len(blob)), name]
     tmp = ep.request["state_path"] + ".tmp"
     with open(tmp, "wb") as f:
-        pickle.dump(stored, f, protocol=5)
+        f.write(b"".join(head))
+        for blob in stored.values():
+            f.write(blob)
     os.replace(tmp, ep.request["state_path"])
 
 

@@ -282,6 +282,7 @@ class Session:
             "out_dir": self.host_output_dir,
             "output_dir": self.output_dir,
             "state_path": self.state_path,
+            "call": self.calls,
             "uid": self.uid,
             "carry": cfg.carry_variables,
             "timeout_s": cfg.timeout_s,

@@ -42,16 +42,36 @@ class FrameLimits:
     max_total_bytes: int = 1 << 30  # all blobs together
 
 
+_PREALLOCATE_BYTES = 16 << 20
+"""Reads up to this size go straight into one buffer; longer ones grow as the bytes arrive, so
+a peer that announces a huge blob and sends nothing does not make the reader allocate it."""
+
+Bytes = bytes | bytearray | memoryview
+
+
 @dataclass
 class Frame:
     header: dict[str, Any]
-    blobs: list[bytes]
+    blobs: list[Bytes]  # views into the frame's buffer where that saves a copy
 
 
-def encode_frame(header: dict[str, Any], blobs: list[bytes] | tuple[bytes, ...] = ()) -> bytes:
-    """Serialize `header` plus `blobs`; the blob lengths are added to the header."""
+def frame_parts(header: dict[str, Any], blobs: list[Bytes] | tuple[Bytes, ...] = ()) -> list[Bytes]:
+    """`encode_frame` as pieces, for writing large blobs without joining them first."""
     head = json.dumps({**header, "blobs": [len(b) for b in blobs]}).encode()
-    return b"".join([_LEN.pack(len(head)), head, *blobs])
+    return [_LEN.pack(len(head)) + head, *blobs]
+
+
+def encode_frame(header: dict[str, Any], blobs: list[Bytes] | tuple[Bytes, ...] = ()) -> bytes:
+    """Serialize `header` plus `blobs`; the blob lengths are added to the header."""
+    return b"".join(frame_parts(header, blobs))
+
+
+def write_frame(
+    fd: int, header: dict[str, Any], blobs: list[Bytes] | tuple[Bytes, ...] = ()
+) -> None:
+    """Write one frame to a blocking descriptor, each blob from where it lies (no joined copy)."""
+    for part in frame_parts(header, blobs):
+        write_all(fd, part)
 
 
 def parse_header(data: bytes, limits: FrameLimits) -> tuple[dict[str, Any], list[int]]:
@@ -74,8 +94,11 @@ def parse_header(data: bytes, limits: FrameLimits) -> tuple[dict[str, Any], list
     return header, sizes
 
 
-def decode_frame(data: bytes, limits: FrameLimits) -> Frame:
-    """Parse one complete frame held in memory; trailing or missing bytes are an error."""
+def decode_frame(data: Bytes, limits: FrameLimits) -> Frame:
+    """Parse one complete frame held in memory; trailing or missing bytes are an error.
+
+    The blobs are views into `data`.
+    """
     if len(data) < _LEN.size:
         raise WireError(f"frame of {len(data)} bytes is shorter than its length prefix")
     (head_len,) = _LEN.unpack_from(data)
@@ -89,9 +112,9 @@ def decode_frame(data: bytes, limits: FrameLimits) -> Frame:
     header, sizes = parse_header(data[_LEN.size : start], limits)
     if start + sum(sizes) != len(data):
         raise WireError(f"frame announces {sum(sizes)} blob bytes but carries {len(data) - start}")
-    blobs = []
+    view, blobs = memoryview(data), []
     for size in sizes:
-        blobs.append(data[start : start + size])
+        blobs.append(view[start : start + size])
         start += size
     return Frame(header, blobs)
 
@@ -110,9 +133,10 @@ def read_frame(fd: int, limits: FrameLimits, deadline: float | None = None) -> F
     return Frame(header, [read_exact(fd, size, deadline) for size in sizes])
 
 
-def read_exact(fd: int, size: int, deadline: float | None = None) -> bytes:
+def read_exact(fd: int, size: int, deadline: float | None = None) -> bytearray:
     """Read exactly `size` bytes, waiting at most until `deadline` (time.monotonic)."""
-    chunks, got = [], 0
+    buf = bytearray(min(size, _PREALLOCATE_BYTES))
+    got = 0
     poller = select.poll()
     poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
     while got < size:
@@ -122,12 +146,14 @@ def read_exact(fd: int, size: int, deadline: float | None = None) -> bytes:
                 raise TimeoutError(
                     f"no data from the peer within the deadline ({got}/{size} bytes)"
                 )
-        chunk = os.read(fd, min(size - got, 1 << 20))
-        if not chunk:
+        if got == len(buf):
+            buf.extend(bytes(min(size - got, len(buf))))  # at most doubles what arrived
+        with memoryview(buf) as view:
+            count = os.readv(fd, [view[got:]])
+        if not count:
             raise EOFError(f"peer closed the stream after {got} of {size} bytes")
-        chunks.append(chunk)
-        got += len(chunk)
-    return b"".join(chunks)
+        got += count
+    return buf
 
 
 def write_all(fd: int, data: bytes) -> None:
