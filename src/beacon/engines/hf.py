@@ -1,8 +1,8 @@
 """The `hf` engine: transformers `generate` over any `AutoModelForImageTextToText`, CPU or GPU.
 
-Requests are grouped by sampling distribution and seed and run in left-padded batches of
-`batch_size`; stop strings and max_new_tokens may differ within a batch (each row stops on its
-own). `seed` seeds the batch a request runs in, so identical seeded calls give identical results.
+Requests are grouped by sampling distribution and run in left-padded batches of `batch_size`;
+stop strings, max_new_tokens and seeds may differ within a batch (each row stops on its own; the
+batch is seeded with its first request's seed, so identical calls give identical results).
 A request with `prompt_ids` (+ `images` in placeholder order) is run on exactly those ids;
 otherwise its `messages` are rendered with the checkpoint's chat template and tokenized.
 
@@ -377,12 +377,18 @@ def _seeded(seed: int | None, device: torch.device) -> Iterator[None]:
 
 
 def _batches(items: list[_Prepared], size: int) -> Iterable[list[_Prepared]]:
-    """Chunks of at most `size` requests sharing the sampling distribution and seed (stop
-    strings and max_new_tokens may differ: each row stops on its own)."""
+    """Chunks of at most `size` requests sharing the sampling distribution (stop strings and
+    max_new_tokens may differ: each row stops on its own).
+
+    Seeds do not split batches: callers give every episode its own seed (so a resumed run
+    samples what the first would have), and batches of one would cost most of the throughput.
+    A sampled batch is seeded with its first request's seed, so a call reproduces exactly when
+    the same requests come in the same order; greedy decoding ignores seeds anyway.
+    """
     groups: dict[tuple, list[_Prepared]] = {}
     for item in items:
         s = item.sampling
-        key = (s.temperature, s.top_p, s.top_k, s.seed, s.logprobs)
+        key = (s.temperature, s.top_p, s.top_k, s.logprobs)
         groups.setdefault(key, []).append(item)
     for group in groups.values():
         for start in range(0, len(group), size):
