@@ -105,17 +105,23 @@ def load_run(
     bootstrap: int = 1000,
     seed: int = 0,
     aggregators: Mapping[str, Aggregator] | None = None,
+    summary: dict | None = None,
 ) -> RunReport:
-    """Read one run folder and summarize it (see the module docstring for what is read)."""
+    """Read one run folder and summarize it (see the module docstring for what is read).
+
+    `summary`: the run's summary when the caller has just computed it (`beacon eval` does), so
+    the records are not summarized twice.
+    """
     samples = run_dir / SAMPLES_FILE
     if not samples.is_file():
         raise ValueError(
             f"no {SAMPLES_FILE} in {run_dir}; pass the folder that `beacon eval --out` wrote."
         )
     config = _read_yaml(run_dir / CONFIG_FILE)
-    summary = summarize(
-        read_samples(samples), bootstrap=bootstrap, seed=seed, aggregators=aggregators
-    )
+    if summary is None:
+        summary = summarize(
+            read_samples(samples), bootstrap=bootstrap, seed=seed, aggregators=aggregators
+        )
     if not aggregators:
         for bench, aggregates in _stored_aggregates(run_dir).items():
             if bench in summary["benchmarks"]:
@@ -337,6 +343,11 @@ def write_report(
     runs = [
         load_run(Path(d), bootstrap=bootstrap, seed=seed, aggregators=aggregators) for d in run_dirs
     ]
+    return render_report(runs, out_dir)
+
+
+def render_report(runs: Sequence[RunReport], out_dir: Path) -> Path:
+    """Write report.md, report.json and plots/*.png for loaded runs; returns report.md."""
     _unique_labels(runs)
     out_dir.mkdir(parents=True, exist_ok=True)
     plot_paths = plot_all([(run.label, run.summary) for run in runs], out_dir / "plots")

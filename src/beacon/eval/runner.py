@@ -299,9 +299,9 @@ def finish_run(cfg: EvalConfig, out: Path) -> dict[str, Any]:
     summary = summarize(records, bootstrap=cfg.bootstrap, seed=cfg.seed, aggregators=aggregators)
     (out / "summary.json").write_text(json.dumps(_json_safe(summary), indent=2) + "\n")
     if cfg.report:
-        from beacon.eval.report import write_report
+        from beacon.eval.report import load_run, render_report
 
-        write_report([out], out, bootstrap=cfg.bootstrap, seed=cfg.seed, aggregators=aggregators)
+        render_report([load_run(out, aggregators=aggregators, summary=summary)], out)
     return summary
 
 
