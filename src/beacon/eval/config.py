@@ -51,6 +51,12 @@ class JudgeConfig:
     base_url: str = "http://127.0.0.1:8000/v1"  # the judge server's /v1 address
     api_key: str | None = None  # bearer token for the judge server
     prompt_version: str = "v1"  # cache key part: change it when the judge prompt changes
+    concurrency: int = 8  # episodes scored at once (judge calls run while generation goes on)
+
+    def validate(self) -> list[str]:
+        if self.concurrency < 1:
+            return [f"concurrency: must be >= 1, got {self.concurrency}"]
+        return []
 
 
 @dataclass

@@ -11,8 +11,10 @@ from __future__ import annotations
 import json
 import logging
 import math
+import threading
 import zlib
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -198,14 +200,9 @@ def _run_items(
             from beacon.sandbox import Sandbox
 
             sandbox = stack.enter_context(Sandbox(cfg.sandbox))
-        judge = _build_judge(cfg, out)
-        store = ImageStore(out / "images")
-        loop = stack.enter_context(AgentLoop(engine, sandbox, cfg.agent, store=store))
-        samples_out = JsonlWriter(out / SAMPLES_FILE)
-        stack.callback(samples_out.close)
-        trajectories_out = JsonlWriter(out / TRAJECTORIES_FILE)
-        stack.callback(trajectories_out.close)
-        live = LiveAccuracy()
+        loop = stack.enter_context(
+            AgentLoop(engine, sandbox, cfg.agent, store=ImageStore(out / "images"))
+        )
         total = _expected_total(cfg)
         bar = tqdm(
             total=None if total is None else max(0, total - already),
@@ -215,16 +212,61 @@ def _run_items(
             dynamic_ncols=True,
         )
         stack.callback(bar.close)
+        recorder = stack.enter_context(Recorder(out, _build_judge(cfg, out), bar, cfg.judge))
         for spec, trajectory in loop.stream(specs(), max_active=cfg.concurrency):
-            item = by_spec.pop(id(spec))
-            verdict = score(item.bench, trajectory, item.spec.sample, judge)
-            trajectories_out.write(
-                '{"key":' + json.dumps(item.key) + ',"trajectory":' + trajectory.to_json() + "}"
-            )
-            samples_out.write(make_record(item, trajectory, verdict))
-            live.add(spec.mode, verdict.correct)
-            bar.update(1)
-            bar.set_postfix(live.postfix(), refresh=False)
+            recorder.submit(by_spec.pop(id(spec)), trajectory)
+
+
+class Recorder:
+    """Scores finished episodes and appends them to the run folder, off the loop's thread.
+
+    Rule scoring takes microseconds, but a judge call is an HTTP round trip; scoring in worker
+    threads keeps generation going meanwhile. A failure to write (disk full) is raised at the
+    next submit or on exit, so the run stops instead of silently losing samples.
+    """
+
+    def __init__(self, out: Path, judge: Any, bar: Any, judge_cfg: Any) -> None:
+        self.judge, self.bar = judge, bar
+        self.samples = JsonlWriter(out / SAMPLES_FILE)
+        self.trajectories = JsonlWriter(out / TRAJECTORIES_FILE)
+        workers = judge_cfg.concurrency if judge is not None else 1
+        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="beacon-score")
+        self.pending: list[Future] = []
+        self.live = LiveAccuracy()
+        self.lock = threading.Lock()
+
+    def submit(self, item: WorkItem, trajectory: Trajectory) -> None:
+        self._raise_failures()
+        self.pending.append(self.pool.submit(self._record, item, trajectory))
+
+    def _record(self, item: WorkItem, trajectory: Trajectory) -> None:
+        verdict = score(item.bench, trajectory, item.spec.sample, self.judge)
+        line = '{"key":' + json.dumps(item.key) + ',"trajectory":' + trajectory.to_json() + "}"
+        self.trajectories.write(line)
+        self.samples.write(make_record(item, trajectory, verdict))
+        with self.lock:
+            self.live.add(item.spec.mode, verdict.correct)
+            self.bar.update(1)
+            self.bar.set_postfix(self.live.postfix(), refresh=False)
+
+    def _raise_failures(self) -> None:
+        still = []
+        for future in self.pending:
+            if future.done():
+                future.result()
+            else:
+                still.append(future)
+        self.pending = still
+
+    def __enter__(self) -> Recorder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.pool.shutdown(wait=True)
+        self.samples.close()
+        self.trajectories.close()
+        if exc[0] is None:
+            self._raise_failures()
 
 
 def score(bench: Benchmark, trajectory: Trajectory, sample: Sample, judge: Any) -> Any:
