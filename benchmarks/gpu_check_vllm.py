@@ -112,21 +112,19 @@ def check_hf_cuda(arch: str, n: int) -> bool:
     t = time.perf_counter()
     b = gpu.generate(requests)
     print(f"hf cuda generate {time.perf_counter() - t:6.2f} s ({n} requests)")
-    same = sum(x.token_ids == y.token_ids for x, y in zip(a, b, strict=True))
-    gaps = [
-        abs(p - q)
-        for x, y in zip(a, b, strict=True)
-        if x.token_ids == y.token_ids
-        for p, q in zip(x.logprobs, y.logprobs, strict=True)
-    ]
+    same, gap = compare(a, b)
     errors = [r.error for r in a + b if r.error]
-    print(
-        f"errors {errors[:3]}; identical outputs {same}/{n}; "
-        f"max |logprob gap| {max(gaps, default=float('nan')):.2e}"
-    )
+    print(f"errors {errors[:3]}; identical outputs {same}/{n}; max |logprob gap| {gap:.2e}")
     ok = stock_ok and same == n and not errors
     print(f"hf {arch}: {'PASS' if ok else 'FAIL'}")
     return ok
+
+
+def compare(a: list, b: list) -> tuple[int, float]:
+    """(outputs with identical token ids, largest log-prob gap on those outputs)."""
+    same = [(x, y) for x, y in zip(a, b, strict=True) if x.token_ids == y.token_ids]
+    gaps = [abs(p - q) for x, y in same for p, q in zip(x.logprobs, y.logprobs, strict=True)]
+    return len(same), max(gaps, default=float("nan"))
 
 
 def check_arch(arch: str, dtype: str, n: int) -> bool:
@@ -156,17 +154,11 @@ def check_arch(arch: str, dtype: str, n: int) -> bool:
     print(f"vllm generate{time.perf_counter() - t:7.2f} s  ({n} requests)")
     errors = [r.error for r in a + b if r.error]
     same_prompt = sum(x.prompt_ids == y.prompt_ids for x, y in zip(a, b, strict=True))
-    same = sum(x.token_ids == y.token_ids for x, y in zip(a, b, strict=True))
-    gaps = [
-        abs(p - q)
-        for x, y in zip(a, b, strict=True)
-        if x.token_ids == y.token_ids
-        for p, q in zip(x.logprobs, y.logprobs, strict=True)
-    ]
+    same, gap = compare(a, b)
     print(f"errors: {errors[:3]}")
     print(
         f"identical prompt ids {same_prompt}/{n}, identical outputs {same}/{n}, "
-        f"max |logprob gap| on identical outputs {max(gaps, default=float('nan')):.2e}"
+        f"max |logprob gap| on identical outputs {gap:.2e}"
     )
     for x, y in list(zip(a, b, strict=True))[:2]:
         print(f"  hf  : {x.token_ids[:12]} {x.finish_reason}")
