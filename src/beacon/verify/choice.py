@@ -81,15 +81,9 @@ def extract_choice(response: str, options: Mapping[str, str]) -> str | None:
     span = answer_span(text)
     if span is not None:
         return read_span(span, keys, texts)
-    boxed = boxed_contents(text)
-    if boxed:
-        found = read_span(boxed[-1], keys, texts)
-        if found is not None:
-            return found
-    for tail in reversed(marker_tails(text)):
-        found = None if _negated(tail) else read_span(tail, keys, texts)
-        if found is not None:
-            return found
+    found = _by_inner_markers(text, keys, texts)
+    if found is not None:
+        return found
     first = first_line(text)
     letter = None if first is None else _LETTER_ONLY.fullmatch(tidy(first) or "")
     if letter:
@@ -118,6 +112,11 @@ def _negated(tail: str) -> bool:
 
 
 def _by_inner_markers(text: str, keys: Mapping[str, str], texts: Mapping[str, str]) -> str | None:
+    """The last \\boxed{} that names an option, else the last un-negated "answer is" tail.
+
+    A tail is always shorter than `text` (the marker is not part of it), so reading it cannot
+    recurse on the same text.
+    """
     boxed = boxed_contents(text)
     if boxed:
         found = read_span(boxed[-1], keys, texts)
