@@ -207,6 +207,14 @@ function stripCode(text) {
   return text.replace(/^\s*(<code>)?\s*```[a-zA-Z]*\n?/, "").replace(/```\s*(<\/code>)?\s*$/, "");
 }
 
+function prose(text) {
+  // Reasoning with <think> tags dropped and the <answer>...</answer> span highlighted.
+  const clean = text.replace(/<\/?think>/g, "").trim();
+  const parts = clean.split(/<answer>([\s\S]*?)<\/answer>/);
+  return el("div", { class: "text" }, ...parts.map((part, i) => (i % 2
+    ? el("span", { class: "answer", text: `Answer: ${part}` }) : part)));
+}
+
 function segment(seg) {
   if (seg.role === "prompt") {
     return el("details", { class: "prompt" },
@@ -221,7 +229,7 @@ function segment(seg) {
   }
   const body = seg.kind === "code"
     ? [el("pre", { class: "code", text: stripCode(seg.text) })]
-    : splitCode(seg.text).map((p) => (p.code ? el("pre", { class: "code", text: p.text }) : el("div", { class: "text", text: p.text.trim() })));
+    : splitCode(seg.text).map((p) => (p.code ? el("pre", { class: "code", text: p.text }) : prose(p.text)));
   return el("div", { class: "seg gen" },
     el("div", { class: "who", text: seg.kind === "code" ? "Model · code" : "Model" }), ...body);
 }
