@@ -132,7 +132,7 @@ def _describe(exc: ValueError) -> str:
         parts = []
         for error in exc.errors()[:4]:
             where = ".".join(str(p) for p in error["loc"]) or "line"
-            parts.append(f"{where}: {error['msg'].lower()}")
+            parts.append(f"{where}: {error['msg']}")
         more = len(exc.errors()) - 4
         return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
     return f"not valid JSON ({exc})"
