@@ -57,7 +57,7 @@ def _write_in_process(log: LabelLog, who: str) -> None:
 def test_threads_and_processes_writing_at_once_lose_nothing(tmp_path: Path) -> None:
     path = tmp_path / "labels.jsonl"
     log = LabelLog(path)
-    subprocs = [threading.Thread(target=_write_many, args=(str(path), f"proc{i}")) for i in range(2)]
+    subprocs = [threading.Thread(target=_write_many, args=(str(path), f"proc{i}")) for i in (0, 1)]
     threads = [threading.Thread(target=_write_in_process, args=(log, f"th{i}")) for i in range(2)]
     for worker in [*subprocs, *threads]:
         worker.start()
