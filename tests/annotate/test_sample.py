@@ -9,9 +9,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from beacon.annotate.records import load_rows
 from beacon.annotate.sample import question_from_prompt, sample_run
+from beacon.cli import app
 from beacon.images import ImageStore
 
 from .helpers import chart, trajectory
@@ -108,24 +110,24 @@ def test_question_from_prompt() -> None:
 @pytest.mark.slow
 def test_cli_samples_a_real_eval_run(tmp_path: Path, tiny_model_path: Path) -> None:
     run = tmp_path / "run"
-    beacon = [sys.executable, "-m", "beacon.cli"]
+    settings = [
+        "samples=2",
+        "agent.temperature=1.0",
+        "agent.max_new_tokens_per_turn=16",
+        "agent.max_total_new_tokens=16",
+        "bootstrap=20",
+    ]
     done = subprocess.run(
-        [*beacon, "eval", "--bench", "synth", "--modes", "tool", "--limit", "3", "--out", str(run),
-         "--concurrency", "1", "--no-progress", "--set", "samples=2", "--set",
-         "agent.temperature=1.0", "--set", "agent.max_new_tokens_per_turn=16", "--set",
-         "agent.max_total_new_tokens=16", "--set", "bootstrap=20"],
+        [sys.executable, "-m", "beacon.cli", "eval", "--bench", "synth", "--modes", "tool",
+         "--limit", "2", "--out", str(run), "--concurrency", "1", "--no-progress",
+         *[arg for s in settings for arg in ("--set", s)]],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
-    done = subprocess.run(
-        [*beacon, "annotate", "sample", str(run), "--per-group-type", "2"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
+    result = CliRunner().invoke(app, ["annotate", "sample", str(run), "--per-group-type", "2"])
+    assert result.exit_code == 0, result.output
     rows = load_rows(run / "annotate" / "sample.jsonl")
     assert rows and rows[0].question.startswith("What") and rows[0].images
-    assert "label them: beacon annotate" in done.stdout
-    again = subprocess.run(
-        [*beacon, "annotate", "sample", str(run)], capture_output=True, text=True, timeout=120
-    )
-    assert again.returncode == 1 and "pass --force" in again.stderr
+    assert "label them: beacon annotate" in result.output
+    again = CliRunner().invoke(app, ["annotate", "sample", str(run)])
+    assert again.exit_code == 1 and "pass --force" in again.output
