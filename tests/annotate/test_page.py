@@ -65,7 +65,7 @@ def served(annotation_file: Path) -> Iterator[tuple[str, Session]]:
 
 def wait_until(condition: Callable[[], object], what: str = "condition") -> None:
     """Poll until `condition()` holds; a wait, not a timing assertion (fails only if never)."""
-    for _ in range(300):
+    for _ in range(600):
         if condition():
             return
         time.sleep(0.05)
