@@ -5,7 +5,7 @@
 - `mode_stats`: accuracy, tool-call rate, calls per episode, response length, accuracy with /
   without tool, unparsed and error rates of one mode.
 - `summarize`: all of it per benchmark, per category and overall, with bootstrap CIs.
-- `cohens_kappa`: agreement between two annotators.
+- `agreement`, `cohens_kappa`, `confusion_matrix`: agreement between two annotators.
 
 Definitions, K-sample aggregation and a worked example: docs/metrics.md.
 """
@@ -19,7 +19,7 @@ from beacon.metrics.adaptivity import (
     text_retain,
     tool_effect,
 )
-from beacon.metrics.agreement import cohens_kappa
+from beacon.metrics.agreement import ConfusionMatrix, agreement, cohens_kappa, confusion_matrix
 from beacon.metrics.bootstrap import percentile_ci, resample_weights
 from beacon.metrics.records import MODE_STATS, RATE_STATS, dedupe, mode_stats, pair_modes
 from beacon.metrics.summary import jsonable, summarize
@@ -27,9 +27,12 @@ from beacon.metrics.summary import jsonable, summarize
 __all__ = [
     "MODE_STATS",
     "RATE_STATS",
+    "ConfusionMatrix",
     "ItemOutcomes",
     "adaptivity",
+    "agreement",
     "cohens_kappa",
+    "confusion_matrix",
     "dedupe",
     "gain_harm",
     "item_outcomes",
