@@ -8,7 +8,8 @@ policy to copy answers from a prompt it never sees at test time. It flags a hint
    and repeated spaces ignored);
 2. for a symbolic answer ("x^2+1", "3/4"), the answer with all spaces removed;
 3. for a choice item, the correct option's letter used as a reference ("(B)", "option b",
-   "B)", "B." or a standalone capital B; the article "A" before a lower-case word is not one),
+   "B)", "B." or a standalone capital B; a sentence-initial article "A" before a lower-case
+   word is not one),
    or the correct option's text as a phrase;
 4. any number in the answer (or a number-word up to 20, or the option text's number), compared
    numerically: "1,000" = "1000" = "1000.0", and a percentage also matches its fraction.
@@ -85,7 +86,8 @@ def _letter_referenced(hint: str, letter: str) -> bool:
     if re.search(rf"[(\[]\s*{escaped}\s*[)\]]|(?<![\w]){escaped}[).:]", hint):
         return True
     for match in re.finditer(rf"(?<![\w]){escaped}(?![\w])", hint):
-        if letter == "A" and re.match(r"\s+[a-z]", hint[match.end() :]):
+        sentence_start = re.search(r"(?:^|[.!?:]\s+|\n\s*)$", hint[: match.start()])
+        if letter == "A" and sentence_start and re.match(r"\s+[a-z]", hint[match.end() :]):
             continue  # the article "A", as in "A crop of the corner shows..."
         return True
     return False
@@ -96,14 +98,16 @@ def leak_reasons(hint: str, answer: str, options: Mapping[str, str] | None = Non
     reasons = []
     norm_hint = normalize_text(hint)
     answer = answer.strip()
-    if _contains_phrase(norm_hint, normalize_text(answer)):
+    letter = _correct_letter(answer, options)
+    is_letter = letter is not None and answer.strip("()").strip().upper() == letter.upper()
+    # A letter answer is checked by rule 3 only: "a" is also an English word.
+    if not is_letter and _contains_phrase(norm_hint, normalize_text(answer)):
         reasons.append(f"contains the answer {answer!r}")
     compact = re.sub(r"\s+", "", unicodedata.normalize("NFKC", answer)).lower()
     compact_hint = re.sub(r"\s+", "", unicodedata.normalize("NFKC", hint)).lower()
     if len(compact) >= 3 and not compact.isalnum() and compact in compact_hint:
         reasons.append(f"contains the expression {answer!r}")
     targets = [answer]
-    letter = _correct_letter(answer, options)
     if letter is not None and options is not None:
         option_text = options[letter]
         targets.append(option_text)
