@@ -7,12 +7,14 @@
 - loss: `grpo_loss` (clipped, token-level, optional k3 KL, sequence- or token-mean);
 - hgce / hints / sequences: HGCE's trigger, `hint_leaks`, and the prompt swap with aligned old
   log-probs;
+- batch: `collate` training sequences, `flat_rewards` for the advantages;
 - stats: one step's metrics; difficulty: the blog's labels and pitfall warnings.
 
 Formulas and the choices where the sources disagree: docs/rl.md.
 """
 
 from beacon.rl.advantages import group_advantages
+from beacon.rl.batch import FlatRewards, SequenceBatch, collate, flat_rewards
 from beacon.rl.config import BlogConfig, FilterConfig, HGCEConfig, LossConfig, NAARConfig, RLConfig
 from beacon.rl.difficulty import (
     answer_confidence,
@@ -50,6 +52,7 @@ __all__ = [
     "BlogConfig",
     "Difficulty",
     "FilterConfig",
+    "FlatRewards",
     "FormatCheck",
     "GRPOLossOutput",
     "GroupFilter",
@@ -59,6 +62,7 @@ __all__ = [
     "LossConfig",
     "NAARConfig",
     "RLConfig",
+    "SequenceBatch",
     "StepStats",
     "TrainingSequence",
     "aggregate",
@@ -66,9 +70,11 @@ __all__ = [
     "answer_confidence",
     "blog_reward",
     "check_hint",
+    "collate",
     "difficulty_warnings",
     "drop_reason",
     "filter_groups",
+    "flat_rewards",
     "format_check",
     "format_reward",
     "get_reward",
