@@ -42,6 +42,9 @@ def test_constant_group_gives_zeros() -> None:
     rewards = torch.tensor([0.325, 0.325, 0.325, 1.0, 0.0], dtype=torch.float64)
     adv = group_advantages(rewards, torch.tensor([0, 0, 0, 1, 1]))
     assert adv[:3].tolist() == [0.0, 0.0, 0.0]
+    # also with ε = 0, where 0 / 0 would otherwise be NaN (or ±1 from a mean one ulp off)
+    thirds = torch.tensor([0.1, 0.1, 0.1], dtype=torch.float64)
+    assert group_advantages(thirds, torch.zeros(3, dtype=torch.long), eps=0.0).tolist() == [0.0] * 3
 
 
 def test_interleaved_group_ids_equal_contiguous() -> None:

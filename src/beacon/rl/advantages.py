@@ -19,7 +19,7 @@ def group_advantages(rewards: Tensor, group_ids: Tensor, eps: float = 1e-6) -> T
     """A_i = (r_i - mean_g) / (std_g + ε) for each response i of group g = group_ids[i].
 
     rewards: float [N]; group_ids: int [N] (any labels, groups need not be contiguous). Returns
-    [N] in the dtype of `rewards`; a group with constant rewards gets all zeros. Vectorized:
+    [N] in the dtype of `rewards`; a group with constant rewards gets exactly zeros. Vectorized:
     group sums by index_add, no Python loop over groups.
     """
     if rewards.shape != group_ids.shape or rewards.dim() != 1:
@@ -35,4 +35,11 @@ def group_advantages(rewards: Tensor, group_ids: Tensor, eps: float = 1e-6) -> T
     mean = torch.zeros(num_groups, dtype=rewards.dtype).index_add_(0, index, rewards) / counts
     centered = rewards - mean[index]
     var = torch.zeros(num_groups, dtype=rewards.dtype).index_add_(0, index, centered**2) / counts
-    return centered / (var.sqrt()[index] + eps)
+    # A constant group is exactly zero, even with ε = 0 or a mean that is one ulp off.
+    high = torch.full((num_groups,), -torch.inf, dtype=rewards.dtype)
+    low = torch.full((num_groups,), torch.inf, dtype=rewards.dtype)
+    high = high.scatter_reduce(0, index, rewards, "amax")
+    low = low.scatter_reduce(0, index, rewards, "amin")
+    constant = (high == low)[index]
+    advantages = centered / (var.sqrt()[index] + eps)
+    return torch.where(constant, torch.zeros_like(advantages), advantages)
