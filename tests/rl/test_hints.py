@@ -94,3 +94,18 @@ def test_rescued_means_the_hinted_group_trains() -> None:
     assert rescued(hinted, [1.0, 0.1])
     assert not rescued(GroupOutcomes.of([False, False], [True, True], hinted=True), [0.1, 0.1])
     assert not rescued(GroupOutcomes.of([True, False], [True, True]), [1.0, 0.1])
+
+
+@pytest.mark.parametrize(
+    ("hint", "answer"),
+    [
+        ("half of the bars are red: 1/2", "0.5"),
+        ("it is 0.5 of the total", "1/2"),
+        ("The answer is \\boxed{42}", "42"),
+        ("the city of Paris, France", "Paris."),
+        ("Mark it as answer (b).", "B"),
+    ],
+)
+def test_more_notations_are_caught(hint: str, answer: str) -> None:
+    options = {"A": "cat", "B": "dog"} if answer == "B" else None
+    assert hint_leaks(hint, answer, options), leak_reasons(hint, answer, options)

@@ -29,17 +29,14 @@ def group_advantages(rewards: Tensor, group_ids: Tensor, eps: float = 1e-6) -> T
         )
     _, index = torch.unique(group_ids, return_inverse=True)
     num_groups = int(index.max()) + 1 if index.numel() else 0
-    counts = torch.zeros(num_groups, dtype=rewards.dtype).index_add_(
-        0, index, torch.ones_like(rewards)
-    )
-    mean = torch.zeros(num_groups, dtype=rewards.dtype).index_add_(0, index, rewards) / counts
+    zeros = rewards.new_zeros(num_groups)
+    counts = zeros.index_add(0, index, torch.ones_like(rewards))
+    mean = zeros.index_add(0, index, rewards) / counts
     centered = rewards - mean[index]
-    var = torch.zeros(num_groups, dtype=rewards.dtype).index_add_(0, index, centered**2) / counts
+    std = (zeros.index_add(0, index, centered**2) / counts).sqrt()
     # A constant group is exactly zero, even with ε = 0 or a mean that is one ulp off.
-    high = torch.full((num_groups,), -torch.inf, dtype=rewards.dtype)
-    low = torch.full((num_groups,), torch.inf, dtype=rewards.dtype)
-    high = high.scatter_reduce(0, index, rewards, "amax")
-    low = low.scatter_reduce(0, index, rewards, "amin")
+    high = rewards.new_full((num_groups,), -torch.inf).scatter_reduce(0, index, rewards, "amax")
+    low = rewards.new_full((num_groups,), torch.inf).scatter_reduce(0, index, rewards, "amin")
     constant = (high == low)[index]
-    advantages = centered / (var.sqrt()[index] + eps)
+    advantages = centered / (std[index] + eps)
     return torch.where(constant, torch.zeros_like(advantages), advantages)

@@ -12,7 +12,8 @@ policy to copy answers from a prompt it never sees at test time. It flags a hint
    word is not one),
    or the correct option's text as a phrase;
 4. any number in the answer (or a number-word up to 20, or the option text's number), compared
-   numerically: "1,000" = "1000" = "1000.0", and a percentage also matches its fraction.
+   numerically: "1,000" = "1000" = "1000.0", "1/2" = "0.5", and a percentage also matches its
+   fraction.
 
 What is not covered: paraphrases ("the colour of the sky" for "blue"), arithmetic the hint leaves
 to the reader ("add 40 and 2"), other languages. An LLM judge would be the next layer.
@@ -66,6 +67,9 @@ def _numbers(text: str) -> list[float]:
             values.append(value / 100.0)
     # Digit runs on their own too: "(100,200)" is a coordinate pair as often as it is 100200.
     values.extend(float(run) for run in re.findall(r"\d+(?:\.\d+)?", text))
+    for num, den in re.findall(r"(\d+)\s*/\s*(\d+)", text):
+        if float(den) != 0:
+            values.append(float(num) / float(den))  # "1/2" also matches 0.5
     words = re.findall(r"[a-z]+", text.lower())
     values.extend(float(_NUMBER_WORDS[w]) for w in words if w in _NUMBER_WORDS)
     return values
