@@ -108,29 +108,24 @@ def grpo_loss(
             "rl.loss.kl_coef > 0 needs reference log-probs; pass ref_logp or set kl_coef=0"
         )
     high = clip_eps if clip_eps_high is None else clip_eps_high
-    maskf = mask.to(logp.dtype)
     ratio = importance_ratio(logp, old_logp.detach(), mask)
     adv = advantages.to(logp.dtype).unsqueeze(1)
     unclipped = ratio * adv
     clipped = ratio.clamp(1.0 - clip_eps, 1.0 + high) * adv
-    per_token = -torch.minimum(unclipped, clipped)
+    policy = -torch.minimum(unclipped, clipped)
     kl = k3_kl(logp, ref_logp.detach()) if ref_logp is not None else torch.zeros_like(logp)
-    if kl_coef > 0:
-        per_token = per_token + kl_coef * kl
+    per_token = policy + kl_coef * kl if kl_coef > 0 else policy
     loss = aggregate(per_token, mask, aggregation, normalizer)
     with torch.no_grad():
-        num_tokens = int(maskf.sum().item())
-        active = (clipped < unclipped) & mask.bool()
-        denom = max(num_tokens, 1)
-        ratio_on = ratio[mask.bool()]
+        on = mask.bool()
+        num_tokens = int(on.sum().item())
+        ratio_on = ratio[on] if num_tokens else ratio.new_ones(1)
         return GRPOLossOutput(
             loss=loss,
-            policy_loss=aggregate(
-                -torch.minimum(unclipped, clipped), mask, aggregation, normalizer
-            ),
+            policy_loss=aggregate(policy, mask, aggregation, normalizer),
             kl=aggregate(kl, mask, aggregation, normalizer),
-            clip_frac=active.to(logp.dtype).sum() / denom,
-            ratio_mean=ratio_on.mean() if num_tokens else ratio.new_tensor(1.0),
-            ratio_max=ratio_on.max() if num_tokens else ratio.new_tensor(1.0),
+            clip_frac=((clipped < unclipped) & on).sum() / max(num_tokens, 1),
+            ratio_mean=ratio_on.mean(),
+            ratio_max=ratio_on.max(),
             num_tokens=num_tokens,
         )
