@@ -8,7 +8,8 @@
 - hgce / hints / sequences: HGCE's trigger, `hint_leaks`, and the prompt swap with aligned old
   log-probs;
 - batch: `collate` training sequences, `flat_rewards` for the advantages;
-- stats: one step's metrics; difficulty: the blog's labels and pitfall warnings.
+- stats: one step's metrics; scoring: `score_groups` runs rewards -> filter -> advantages ->
+  stats for one step; difficulty: the blog's labels and pitfall warnings.
 
 Formulas and the choices where the sources disagree: docs/rl.md.
 """
@@ -38,6 +39,7 @@ from beacon.rl.rewards import (
     register_reward,
     total_reward,
 )
+from beacon.rl.scoring import GroupScores, score_groups
 from beacon.rl.sequences import (
     TrainingSequence,
     align_old_logprobs,
@@ -57,6 +59,7 @@ __all__ = [
     "GRPOLossOutput",
     "GroupFilter",
     "GroupOutcomes",
+    "GroupScores",
     "HGCEConfig",
     "HintCheck",
     "LossConfig",
@@ -91,6 +94,7 @@ __all__ = [
     "needs_hint",
     "register_reward",
     "rescued",
+    "score_groups",
     "step_stats",
     "token_logprobs",
     "total_reward",
