@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import torch
 
@@ -100,30 +98,26 @@ def test_token_logprobs_against_log_softmax() -> None:
 
 
 @pytest.mark.slow
-def test_hgce_ratio_with_the_tiny_model(tiny_model_path: Path) -> None:
+def test_hgce_ratio_with_the_tiny_model(tiny_lm) -> None:
     """Old log-probs from the hinted prompt, new from the original: checked token by token."""
-    from transformers import AutoModelForImageTextToText
-
-    from beacon.engines.tokenizer import HFTokenizer
-
-    tok = HFTokenizer.from_pretrained(tiny_model_path)
-    model = AutoModelForImageTextToText.from_pretrained(tiny_model_path, dtype=torch.float64)
-    model.eval()
+    tok, model = tiny_lm.tokenizer, tiny_lm.model
     question = "How many dots are in the picture?"
-    render = lambda text: tok.render_chat(  # noqa: E731
-        [{"role": "user", "content": [{"type": "text", "text": text}]}], add_generation_prompt=True
-    )
-    original_ids = tok.encode(render(question))
-    hinted_ids = tok.encode(render(question + "\nHint: crop the left half and count rows."))
-    gen1 = tok.encode("I will crop. <code>print(1)</code>")
+    original_ids = tiny_lm.prompt(question)
+    hinted_ids = tiny_lm.prompt(question + "\nHint: crop the left half and count rows.")
+    gen1 = tok.encode("crop <code>c(1)</code>")
     obs = tok.encode("<sandbox_output>1</sandbox_output>")
-    gen2 = tok.encode("So <answer>3</answer>")
+    gen2 = tok.encode("so <answer>3</answer>")
     response = gen1 + obs + gen2
 
+    generated = [1] * len(gen1) + [0] * len(obs) + [1] * len(gen2)
+
     def direct(prefix: list[int]) -> list[float]:
-        """log p(token | everything before it), one fresh forward per response token."""
+        """log p(token | everything before it), one fresh forward per generated token."""
         out = []
         for j in range(len(response)):
+            if not generated[j]:
+                out.append(0.0)
+                continue
             ids = torch.tensor([prefix + response[:j]])
             with torch.no_grad():
                 logits = model(input_ids=ids).logits[0, -1]
@@ -162,11 +156,13 @@ def test_hgce_ratio_with_the_tiny_model(tiny_model_path: Path) -> None:
     assert torch.allclose(
         old[mask.bool()],
         torch.tensor(seq.sampler_logprobs, dtype=torch.float64)[mask.bool()],
-        atol=1e-9,
+        rtol=0.0,
+        atol=1e-6,
     )
     ratio = importance_ratio(new, old, mask)
     start = seq.prompt_length
-    for j, generated in enumerate(seq.loss_mask[start:]):
-        expected = torch.tensor(lp_original[j] - lp_hinted[j]).exp().item() if generated else 1.0
+    assert seq.loss_mask[start:] == generated
+    for j, on in enumerate(generated):
+        expected = torch.tensor(lp_original[j] - lp_hinted[j]).exp().item() if on else 1.0
         assert ratio[start + j].item() == pytest.approx(expected, rel=1e-6)
     assert ratio[mask.bool()].sub(1).abs().max() > 1e-4  # the hint really changed the policy
