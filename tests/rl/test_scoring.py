@@ -1,0 +1,38 @@
+"""score_groups: rewards -> filter -> advantages -> stats, on hand-built groups."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from beacon.rl import GroupOutcomes, RLConfig
+from beacon.rl.scoring import score_groups
+
+
+def test_one_step_by_hand() -> None:
+    groups = [
+        GroupOutcomes.of([True, True], [False, True]),  # text suffices: R = [1.0, 0.325]
+        GroupOutcomes.of([False, False], [True, True]),  # all wrong: dropped
+        GroupOutcomes.of([True, False], [True, True]),  # all code, mixed: R = [1.0, 0.1]
+    ]
+    scores = score_groups(groups, RLConfig())
+    assert scores.rewards == [pytest.approx([1.0, 0.325]), [0.1, 0.1], pytest.approx([1.0, 0.1])]
+    assert scores.keep == [True, True, False, False, True, True]
+    # two responses per kept group: advantages ±d/(d + ε) with d the half-gap
+    plus = lambda d: d / (d + 1e-6)  # noqa: E731
+    expected = [plus(0.3375), -plus(0.3375), 0.0, 0.0, plus(0.45), -plus(0.45)]
+    assert scores.advantages.tolist() == pytest.approx(expected, abs=1e-12)
+    assert scores.verdict.dropped["all_wrong"] == 1
+    assert scores.stats.groups_kept == 2 and scores.stats.accuracy == pytest.approx(3 / 6)
+
+
+def test_binary_ablation_drops_what_naar_keeps() -> None:
+    # all correct in both modes: NAAR separates the modes, accuracy-only has nothing to learn
+    group = GroupOutcomes.of([True, True], [False, True])
+    assert score_groups([group], RLConfig()).keep == [True, True]
+    binary = score_groups([group], RLConfig(reward="binary"))
+    assert binary.keep == [False, False]
+    assert binary.verdict.reasons == ("no_reward_variance",)
+    assert binary.stats.groups_easy == 1
+    assert math.isnan(binary.stats.mode_adaptiveness)  # no hard group this step
