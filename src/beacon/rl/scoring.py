@@ -12,8 +12,7 @@ from dataclasses import dataclass
 
 from torch import Tensor
 
-from beacon.rl.advantages import group_advantages
-from beacon.rl.batch import flat_rewards
+from beacon.rl.advantages import flat_rewards, group_advantages
 from beacon.rl.config import RLConfig
 from beacon.rl.filtering import GroupFilter, filter_groups
 from beacon.rl.groups import GroupOutcomes
