@@ -70,3 +70,12 @@ def test_flat_rewards_feed_group_advantages() -> None:
     assert flat.rewards.dtype == torch.float64
     adv = group_advantages(flat.rewards, flat.group_ids, eps=0.0)
     assert adv.tolist() == pytest.approx([1.0, -1.0, 0.0, 0.0, 0.0])
+
+
+def test_invariant_to_shift_and_positive_scale() -> None:
+    gen = torch.Generator().manual_seed(1)
+    rewards = torch.rand(12, generator=gen, dtype=torch.float64)
+    groups = torch.arange(3).repeat_interleave(4)
+    base = group_advantages(rewards, groups, eps=0.0)
+    moved = group_advantages(3.0 * rewards - 7.0, groups, eps=0.0)
+    assert torch.allclose(base, moved, atol=1e-12)

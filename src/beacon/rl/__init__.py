@@ -21,6 +21,7 @@ from beacon.rl.difficulty import (
     difficulty_warnings,
     label_from_confidence,
     label_from_passes,
+    tool_needed,
     warn_difficulty,
 )
 from beacon.rl.filtering import DROP_REASONS, GroupFilter, drop_reason, filter_groups
@@ -95,6 +96,7 @@ __all__ = [
     "score_groups",
     "step_stats",
     "token_logprobs",
+    "tool_needed",
     "total_reward",
     "training_sequence",
     "warn_difficulty",
