@@ -59,6 +59,8 @@ class GroupOutcomes:
     ) -> GroupOutcomes:
         """Build from any sequences of booleans; `format_ok` defaults to all True."""
         flags = [True] * len(correct) if format_ok is None else format_ok
+        if "response_tokens" in kwargs:
+            kwargs["response_tokens"] = tuple(int(n) for n in kwargs["response_tokens"])
         return cls(
             correct=tuple(bool(c) for c in correct),
             used_tool=tuple(bool(u) for u in used_tool),

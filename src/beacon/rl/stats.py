@@ -2,7 +2,8 @@
 
 Computed over the step's **un-hinted** groups: they show the policy's own behaviour. Hinted groups
 (HGCE) were sampled with a hint the policy will not see at test time, so they only count as
-`groups_hinted` and `groups_rescued` (hinted groups the filter kept).
+`groups_hinted`, `groups_rescued` (hinted groups the filter kept) and `hinted_accuracy` (whether
+the hints help at all: the feasibility study's miniature HGCE solved 1 of 96 hinted samples).
 
 Easy / hard is decided per group from its own rollouts: a group is easy when some text-only
 response in it is correct (NAAR's branch test). Note the bias this carries: an easy group has at
@@ -44,6 +45,7 @@ class StepStats:
     groups_dropped: int
     groups_hinted: int
     groups_rescued: int
+    hinted_accuracy: float
     dropped_by_reason: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, float | int]:
@@ -92,6 +94,7 @@ def step_stats(
         groups_dropped=len(own) - kept_own,
         groups_hinted=len(hinted),
         groups_rescued=sum(verdict.keep[i] for i in hinted),
+        hinted_accuracy=_mean([c for i in hinted for c in groups[i].correct]),
         dropped_by_reason=count_reasons([verdict.reasons[i] for i in own]),
     )
 
