@@ -39,7 +39,7 @@ from beacon.rl.rewards import (
     register_reward,
     total_reward,
 )
-from beacon.rl.scoring import GroupScores, score_groups
+from beacon.rl.scoring import GroupScores, group_outcomes, score_groups
 from beacon.rl.sequences import (
     TrainingSequence,
     align_old_logprobs,
@@ -81,6 +81,7 @@ __all__ = [
     "format_reward",
     "get_reward",
     "group_advantages",
+    "group_outcomes",
     "grpo_loss",
     "hint_leaks",
     "importance_ratio",

@@ -15,9 +15,11 @@ from torch import Tensor
 from beacon.rl.advantages import flat_rewards, group_advantages
 from beacon.rl.config import RLConfig
 from beacon.rl.filtering import GroupFilter, filter_groups
-from beacon.rl.groups import GroupOutcomes
+from beacon.rl.format import format_check
+from beacon.rl.groups import Difficulty, GroupOutcomes
 from beacon.rl.rewards import get_reward
 from beacon.rl.stats import StepStats, step_stats
+from beacon.types import Trajectory
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,27 @@ class GroupScores:
     keep: list[bool]
     verdict: GroupFilter
     stats: StepStats
+
+
+def group_outcomes(
+    trajectories: Sequence[Trajectory], correct: Sequence[bool], label: Difficulty | None = None
+) -> GroupOutcomes:
+    """One group's record from its G trajectories and the verifier's verdicts on them.
+
+    Mode is `Trajectory.used_tool` (an executed call), format is `format_check`, and the group is
+    hinted when its trajectories were sampled in mode "hinted" (they must agree).
+    """
+    modes = {t.mode == "hinted" for t in trajectories}
+    if len(modes) > 1:
+        raise ValueError("a group mixes hinted and un-hinted trajectories; keep HGCE groups apart")
+    return GroupOutcomes.of(
+        correct,
+        [t.used_tool for t in trajectories],
+        [format_check(t).ok for t in trajectories],
+        label=label,
+        hinted=modes == {True},
+        response_tokens=[t.response_tokens for t in trajectories],
+    )
 
 
 def score_groups(groups: Sequence[GroupOutcomes], config: RLConfig) -> GroupScores:
