@@ -84,3 +84,9 @@ def test_misaligned_inputs_are_an_error() -> None:
     verdict = filter_groups([group], [[1.0]])
     with pytest.raises(ValueError, match="aligned"):
         step_stats([group, group], [[1.0]], verdict)
+
+
+def test_only_hinted_groups_leave_own_stats_nan() -> None:
+    stats, _ = _step([GroupOutcomes.of([True, False], [True, True], hinted=True)])
+    assert stats.groups == 0 and math.isnan(stats.accuracy) and math.isnan(stats.p_tool_hard)
+    assert stats.groups_rescued == 1

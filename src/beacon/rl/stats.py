@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from beacon.metrics.adaptivity import ItemOutcomes, mode_adaptiveness, weighted_mean
+from beacon.metrics.adaptivity import ItemOutcomes, mode_adaptiveness
 from beacon.rl.filtering import GroupFilter, count_reasons
 from beacon.rl.groups import GroupOutcomes
 
@@ -73,9 +73,9 @@ def step_stats(
     easy = np.array([float(groups[i].text_only_correct) for i in own])
     used = np.array([float(np.mean(groups[i].used_tool)) for i in own])
     accuracy = np.array([float(np.mean(groups[i].correct)) for i in own])
-    ones = np.ones(len(own))
     # The group's own easy flag stands in for p_notool: MA reads only `easy` and `used_tool`.
-    ma = mode_adaptiveness(ItemOutcomes(easy, accuracy, used, easy), ones)
+    # Empty sets give NaN there (no groups, no easy or no hard group).
+    ma = mode_adaptiveness(ItemOutcomes(easy, accuracy, used, easy), np.ones(len(own)))
     lengths = [g.response_tokens[j] for g, j in flat if g.response_tokens]
     hinted = [i for i, g in enumerate(groups) if g.hinted]
     kept_own = sum(verdict.keep[i] for i in own)
@@ -84,9 +84,9 @@ def step_stats(
         accuracy=_mean([g.correct[j] for g, j in flat]),
         tool_rate=_mean([g.used_tool[j] for g, j in flat]),
         format_rate=_mean([g.format_ok[j] for g, j in flat]),
-        p_tool_easy=float(weighted_mean(used, ones, easy)) if own else math.nan,
-        p_tool_hard=float(weighted_mean(used, ones, 1.0 - easy)) if own else math.nan,
-        mode_adaptiveness=float(ma.mode_adaptiveness) if own else math.nan,
+        p_tool_easy=1.0 - float(ma.p_notool_given_easy),
+        p_tool_hard=float(ma.p_tool_given_hard),
+        mode_adaptiveness=float(ma.mode_adaptiveness),
         response_tokens_mean=_mean(lengths),
         groups=len(own),
         groups_easy=int(easy.sum()),
