@@ -43,6 +43,10 @@ def test_group_outcomes_from_trajectories() -> None:
     assert group.response_tokens == (3, 1, 1)
     assert group.label == "hard" and not group.hinted
     assert group_outcomes([_traj("hinted", True, "3")], [True]).hinted
+    # a malformed call (never executed) still makes the response code-using, not text-only
+    malformed = _traj("tool", True, "3")
+    malformed.tool_calls = [ToolCall(code="c", executed=False, error="empty")]
+    assert group_outcomes([malformed], [True]).used_tool == (True,)
     with pytest.raises(ValueError, match="mixes hinted"):
         group_outcomes([_traj("hinted", True, "3"), _traj("tool", True, "3")], [True, True])
 

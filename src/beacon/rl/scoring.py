@@ -42,15 +42,19 @@ def group_outcomes(
 ) -> GroupOutcomes:
     """One group's record from its G trajectories and the verifier's verdicts on them.
 
-    Mode is `Trajectory.used_tool` (an executed call), format is `format_check`, and the group is
-    hinted when its trajectories were sampled in mode "hinted" (they must agree).
+    Mode: a response is code-using when it wrote a tool call (`Trajectory.tool_calls`, executed
+    or not). NAAR contrasts text-only with code-based responses; a malformed call is not text
+    only, and counting it as text would let it flip its group into the "text suffices" branch.
+    (Evaluation's `used_tool` counts executed calls only; with well-formed calls they agree.)
+    Format is `format_check`; the group is hinted when its trajectories were sampled in mode
+    "hinted" (they must agree).
     """
     modes = {t.mode == "hinted" for t in trajectories}
     if len(modes) > 1:
         raise ValueError("a group mixes hinted and un-hinted trajectories; keep HGCE groups apart")
     return GroupOutcomes.of(
         correct,
-        [t.used_tool for t in trajectories],
+        [t.attempted_tool_calls > 0 for t in trajectories],
         [format_check(t).ok for t in trajectories],
         label=label,
         hinted=modes == {True},
