@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from beacon.rl import group_advantages
+from beacon.rl import flat_rewards, group_advantages
 
 
 def test_hand_computed_values() -> None:
@@ -62,3 +62,20 @@ def test_single_response_group_is_zero() -> None:
 def test_shape_mismatch_is_an_error() -> None:
     with pytest.raises(ValueError, match="one entry per response"):
         group_advantages(torch.zeros(3), torch.zeros(2, dtype=torch.long))
+
+
+def test_flat_rewards_feed_group_advantages() -> None:
+    flat = flat_rewards([[1.0, 0.0], [0.5, 0.5, 0.5]])
+    assert flat.group_ids.tolist() == [0, 0, 1, 1, 1]
+    assert flat.rewards.dtype == torch.float64
+    adv = group_advantages(flat.rewards, flat.group_ids, eps=0.0)
+    assert adv.tolist() == pytest.approx([1.0, -1.0, 0.0, 0.0, 0.0])
+
+
+def test_invariant_to_shift_and_positive_scale() -> None:
+    gen = torch.Generator().manual_seed(1)
+    rewards = torch.rand(12, generator=gen, dtype=torch.float64)
+    groups = torch.arange(3).repeat_interleave(4)
+    base = group_advantages(rewards, groups, eps=0.0)
+    moved = group_advantages(3.0 * rewards - 7.0, groups, eps=0.0)
+    assert torch.allclose(base, moved, atol=1e-12)

@@ -12,6 +12,7 @@ from beacon.rl import (
     difficulty_warnings,
     label_from_confidence,
     label_from_passes,
+    tool_needed,
     warn_difficulty,
 )
 
@@ -52,3 +53,10 @@ def test_warn_difficulty_logs(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger="beacon.rl.difficulty"):
         warn_difficulty(["easy"] * 10)
     assert "hard" in caplog.text
+
+
+def test_tool_needed_is_wrong_without_and_right_with_the_tool() -> None:
+    assert tool_needed([0, 1, 0, 1], [1, 1, 0, 0]) == [True, False, False, False]
+    assert tool_needed([0.2, 0.6], [0.8, 0.8]) == [True, False]
+    with pytest.raises(ValueError, match="pass rates"):
+        tool_needed([0.0], [])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from beacon.rl import REWARDS, GroupOutcomes, RLConfig, get_reward
 
@@ -52,3 +52,26 @@ def test_out_of_range_values_are_rejected() -> None:
         RLConfig(format_weight=1.5)
     with pytest.raises(ValidationError):
         RLConfig(loss={"aggregation": "sum"})
+
+
+def _fields(model: type[BaseModel], prefix: str = "rl"):
+    for name, info in model.model_fields.items():
+        yield f"{prefix}.{name}", info
+        annotation = info.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            yield from _fields(annotation, f"{prefix}.{name}")
+
+
+def test_every_setting_is_documented_and_strict() -> None:
+    for path, info in _fields(RLConfig):
+        assert info.description, f"{path} has no Field(description=...)"
+    for model in (RLConfig, *(type(v) for v in RLConfig().__dict__.values())):
+        if isinstance(model, type) and issubclass(model, BaseModel):
+            assert model.model_config.get("extra") == "forbid", model
+
+
+def test_nested_override_by_dotted_path_shape() -> None:
+    # what `--set rl.naar.code_reward=0.5` turns into after the YAML merge
+    config = RLConfig.model_validate({"naar": {"code_reward": 0.5}, "loss": {"kl_coef": 0.01}})
+    assert config.naar.code_reward == 0.5 and config.loss.kl_coef == 0.01
+    assert config.loss.aggregation == "sequence_mean" and config.filter.rule == "adaptive"

@@ -7,7 +7,48 @@ import math
 import pytest
 
 from beacon.rl import GroupOutcomes, RLConfig
-from beacon.rl.scoring import score_groups
+from beacon.rl.scoring import group_outcomes, score_groups
+from beacon.types import Segment, ToolCall, Trajectory
+
+
+def _traj(mode: str, tool: bool, answer: str | None) -> Trajectory:
+    segments = [Segment(role="prompt", text="q", token_ids=[1])]
+    calls = []
+    if tool:
+        segments += [
+            Segment(role="generated", text="<code>c</code>", token_ids=[2, 3]),
+            Segment(role="observation", text="<sandbox_output>1</sandbox_output>", token_ids=[4]),
+        ]
+        calls = [ToolCall(code="c", executed=True, ok=True)]
+    segments.append(Segment(role="generated", text=f"<answer>{answer}</answer>", token_ids=[5]))
+    return Trajectory(
+        sample_id="s",
+        mode=mode,
+        format="thyme",
+        segments=segments,
+        tool_calls=calls,
+        final_answer=answer,
+        finish_reason="answer" if answer is not None else "stop",
+    )
+
+
+def test_group_outcomes_from_trajectories() -> None:
+    group = group_outcomes(
+        [_traj("tool", True, "3"), _traj("tool", False, "4"), _traj("tool", False, None)],
+        [True, False, False],
+        label="hard",
+    )
+    assert group.used_tool == (True, False, False)
+    assert group.format_ok == (True, True, False)
+    assert group.response_tokens == (3, 1, 1)
+    assert group.label == "hard" and not group.hinted
+    assert group_outcomes([_traj("hinted", True, "3")], [True]).hinted
+    # a malformed call (never executed) still makes the response code-using, not text-only
+    malformed = _traj("tool", True, "3")
+    malformed.tool_calls = [ToolCall(code="c", executed=False, error="empty")]
+    assert group_outcomes([malformed], [True]).used_tool == (True,)
+    with pytest.raises(ValueError, match="mixes hinted"):
+        group_outcomes([_traj("hinted", True, "3"), _traj("tool", True, "3")], [True, True])
 
 
 def test_one_step_by_hand() -> None:

@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from beacon.rl import align_old_logprobs, importance_ratio, token_logprobs, training_sequence
+from beacon.rl import (
+    align_old_logprobs,
+    importance_ratio,
+    token_logprobs,
+    training_sequence,
+    without_hint,
+)
 from beacon.types import Segment, Trajectory
 
 
@@ -52,6 +58,27 @@ def test_hinted_trajectory_swaps_in_the_original_prompt() -> None:
     over_sampling = torch.arange(11, dtype=torch.float64)
     aligned = align_old_logprobs(over_sampling, seq)
     assert aligned.tolist() == [0, 0, 0, 5, 6, 7, 8, 9, 10]
+
+
+def test_without_hint_puts_the_original_prompt_in_front() -> None:
+    hinted = Segment(role="prompt", text="q + hint", token_ids=[1, 2, 3, 7, 8])
+    original = Segment(role="prompt", text="q", token_ids=[1, 2, 3])
+    traj = Trajectory(
+        sample_id="s",
+        mode="hinted",
+        format="thyme",
+        segments=[hinted, *_segments()],
+        original_prompt=original,
+        hint="zoom",
+    )
+    plain = without_hint(traj)
+    assert plain.mode == "tool" and plain.original_prompt is None and plain.hint == "zoom"
+    assert plain.token_ids == training_sequence(traj).token_ids
+    assert plain.loss_mask == training_sequence(traj).loss_mask
+    assert traj.segments[0] is hinted  # the hinted record is untouched
+    assert without_hint(plain) is plain
+    with pytest.raises(ValueError, match="no original_prompt"):
+        without_hint(Trajectory(sample_id="s", mode="hinted", format="thyme", segments=[hinted]))
 
 
 def test_missing_sampler_logprobs_give_none() -> None:

@@ -51,6 +51,7 @@ def test_hand_computed_step() -> None:
     )
     assert stats.dropped_by_reason["all_wrong"] == 1
     assert (stats.groups_hinted, stats.groups_rescued) == (0, 0)
+    assert math.isnan(stats.hinted_accuracy)
 
 
 def test_hinted_groups_count_only_as_hinted_and_rescued() -> None:
@@ -60,6 +61,7 @@ def test_hinted_groups_count_only_as_hinted_and_rescued() -> None:
     stats, _ = _step([own, rescued, failed])
     assert stats.groups == 1 and stats.accuracy == 0.0
     assert (stats.groups_hinted, stats.groups_rescued) == (2, 1)
+    assert stats.hinted_accuracy == pytest.approx(1 / 4)
     assert stats.groups_dropped == 1 and stats.dropped_by_reason["all_wrong"] == 1
 
 
@@ -82,3 +84,9 @@ def test_misaligned_inputs_are_an_error() -> None:
     verdict = filter_groups([group], [[1.0]])
     with pytest.raises(ValueError, match="aligned"):
         step_stats([group, group], [[1.0]], verdict)
+
+
+def test_only_hinted_groups_leave_own_stats_nan() -> None:
+    stats, _ = _step([GroupOutcomes.of([True, False], [True, True], hinted=True)])
+    assert stats.groups == 0 and math.isnan(stats.accuracy) and math.isnan(stats.p_tool_hard)
+    assert stats.groups_rescued == 1

@@ -3,25 +3,25 @@
 - rewards: `naar_rewards` (the paper's R = 0.1·R_format + 0.9·R_adaptive), the registry of group
   rewards (`naar`, `binary`, `blog`) and `blog_reward`;
 - format: `format_check` / `format_reward` over a Trajectory;
-- advantages / filtering: `group_advantages`, `filter_groups` with drop counts by reason;
+- advantages / filtering: `group_advantages` (`flat_rewards` lays groups end to end),
+  `filter_groups` with drop counts by reason;
 - loss: `grpo_loss` (clipped, token-level, optional k3 KL, sequence- or token-mean);
 - hgce / hints / sequences: HGCE's trigger, `hint_leaks`, and the prompt swap with aligned old
   log-probs;
-- batch: `collate` training sequences, `flat_rewards` for the advantages;
 - stats: one step's metrics; scoring: `score_groups` runs rewards -> filter -> advantages ->
   stats for one step; difficulty: the blog's labels and pitfall warnings.
 
 Formulas and the choices where the sources disagree: docs/rl.md.
 """
 
-from beacon.rl.advantages import group_advantages
-from beacon.rl.batch import FlatRewards, SequenceBatch, collate, flat_rewards
+from beacon.rl.advantages import FlatRewards, flat_rewards, group_advantages
 from beacon.rl.config import BlogConfig, FilterConfig, HGCEConfig, LossConfig, NAARConfig, RLConfig
 from beacon.rl.difficulty import (
     answer_confidence,
     difficulty_warnings,
     label_from_confidence,
     label_from_passes,
+    tool_needed,
     warn_difficulty,
 )
 from beacon.rl.filtering import DROP_REASONS, GroupFilter, drop_reason, filter_groups
@@ -39,12 +39,13 @@ from beacon.rl.rewards import (
     register_reward,
     total_reward,
 )
-from beacon.rl.scoring import GroupScores, score_groups
+from beacon.rl.scoring import GroupScores, group_outcomes, score_groups
 from beacon.rl.sequences import (
     TrainingSequence,
     align_old_logprobs,
     token_logprobs,
     training_sequence,
+    without_hint,
 )
 from beacon.rl.stats import StepStats, step_stats
 
@@ -65,7 +66,6 @@ __all__ = [
     "LossConfig",
     "NAARConfig",
     "RLConfig",
-    "SequenceBatch",
     "StepStats",
     "TrainingSequence",
     "aggregate",
@@ -73,7 +73,6 @@ __all__ = [
     "answer_confidence",
     "blog_reward",
     "check_hint",
-    "collate",
     "difficulty_warnings",
     "drop_reason",
     "filter_groups",
@@ -82,6 +81,7 @@ __all__ = [
     "format_reward",
     "get_reward",
     "group_advantages",
+    "group_outcomes",
     "grpo_loss",
     "hint_leaks",
     "importance_ratio",
@@ -97,7 +97,9 @@ __all__ = [
     "score_groups",
     "step_stats",
     "token_logprobs",
+    "tool_needed",
     "total_reward",
     "training_sequence",
     "warn_difficulty",
+    "without_hint",
 ]

@@ -11,8 +11,28 @@ difference is a per-group scale factor sqrt(G / (G - 1)).)
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 import torch
 from torch import Tensor
+
+
+@dataclass(frozen=True)
+class FlatRewards:
+    """Rewards of all groups laid end to end: rewards [N] float64, group_ids [N] long."""
+
+    rewards: Tensor
+    group_ids: Tensor
+
+
+def flat_rewards(rewards: Sequence[Sequence[float]]) -> FlatRewards:
+    """Per-group reward lists laid end to end, the input `group_advantages` takes."""
+    values = [r for group in rewards for r in group]
+    ids = [g for g, group in enumerate(rewards) for _ in group]
+    return FlatRewards(
+        torch.tensor(values, dtype=torch.float64), torch.tensor(ids, dtype=torch.long)
+    )
 
 
 def group_advantages(rewards: Tensor, group_ids: Tensor, eps: float = 1e-6) -> Tensor:

@@ -50,6 +50,20 @@ def label_from_confidence(confidence: float, threshold: float = CONFIDENCE_THRES
     return "easy" if confidence > threshold else "hard"
 
 
+def tool_needed(
+    p_notool: Sequence[float], p_tool: Sequence[float], threshold: float = 0.5
+) -> list[bool]:
+    """The blog's "HGCE" item filter (seed 001, `select_hgce_data`): solved with the tool only.
+
+    Per item, notool pass rate < threshold and tool pass rate >= threshold (with one sample each:
+    wrong without the tool, right with it). This is a data filter for the RL set, not the
+    paper's HGCE (beacon.md §4); the blog's extra cut to the first k_ratio of items is left out.
+    """
+    if len(p_notool) != len(p_tool):
+        raise ValueError(f"{len(p_notool)} notool but {len(p_tool)} tool pass rates")
+    return [n < threshold <= t for n, t in zip(p_notool, p_tool, strict=True)]
+
+
 def difficulty_warnings(
     labels: Sequence[Difficulty], beta: float = 0.5, gamma: float = 0.2
 ) -> list[str]:

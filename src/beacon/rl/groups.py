@@ -19,9 +19,10 @@ Difficulty = Literal["easy", "hard"]
 class GroupOutcomes:
     """Outcomes of the G responses one prompt got in one rollout group.
 
-    `correct[i]`: response i's final answer verifies; `used_tool[i]`: it executed at least one
-    tool call (`Trajectory.used_tool`); `format_ok[i]`: it passes `format_check`. `label` is the
-    item's difficulty label (blog reward only); `hinted` marks an HGCE group sampled with a hint.
+    `correct[i]`: response i's final answer verifies; `used_tool[i]`: it is code-using (wrote at
+    least one tool call, see `group_outcomes`); `format_ok[i]`: it passes `format_check`.
+    `label` is the item's difficulty label (blog reward only); `hinted` marks an HGCE group
+    sampled with a hint.
     `response_tokens[i]` is response i's generated-token count (statistics only; may be empty).
     """
 
@@ -59,6 +60,8 @@ class GroupOutcomes:
     ) -> GroupOutcomes:
         """Build from any sequences of booleans; `format_ok` defaults to all True."""
         flags = [True] * len(correct) if format_ok is None else format_ok
+        if "response_tokens" in kwargs:
+            kwargs["response_tokens"] = tuple(int(n) for n in kwargs["response_tokens"])
         return cls(
             correct=tuple(bool(c) for c in correct),
             used_tool=tuple(bool(u) for u in used_tool),

@@ -16,7 +16,8 @@ policy to copy answers from a prompt it never sees at test time. It flags a hint
    fraction.
 
 What is not covered: paraphrases ("the colour of the sky" for "blue"), arithmetic the hint leaves
-to the reader ("add 40 and 2"), other languages. An LLM judge would be the next layer.
+to the reader ("add 40 and 2"), an option named by position ("the second option"), a lower-case
+letter without a keyword ("c." for C), other languages. An LLM judge would be the next layer.
 """
 
 from __future__ import annotations

@@ -12,13 +12,14 @@ from dataclasses import dataclass
 
 from torch import Tensor
 
-from beacon.rl.advantages import group_advantages
-from beacon.rl.batch import flat_rewards
+from beacon.rl.advantages import flat_rewards, group_advantages
 from beacon.rl.config import RLConfig
 from beacon.rl.filtering import GroupFilter, filter_groups
-from beacon.rl.groups import GroupOutcomes
+from beacon.rl.format import format_check
+from beacon.rl.groups import Difficulty, GroupOutcomes
 from beacon.rl.rewards import get_reward
 from beacon.rl.stats import StepStats, step_stats
+from beacon.types import Trajectory
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,31 @@ class GroupScores:
     keep: list[bool]
     verdict: GroupFilter
     stats: StepStats
+
+
+def group_outcomes(
+    trajectories: Sequence[Trajectory], correct: Sequence[bool], label: Difficulty | None = None
+) -> GroupOutcomes:
+    """One group's record from its G trajectories and the verifier's verdicts on them.
+
+    Mode: a response is code-using when it wrote a tool call (`Trajectory.tool_calls`, executed
+    or not). NAAR contrasts text-only with code-based responses; a malformed call is not text
+    only, and counting it as text would let it flip its group into the "text suffices" branch.
+    (Evaluation's `used_tool` counts executed calls only; with well-formed calls they agree.)
+    Format is `format_check`; the group is hinted when its trajectories were sampled in mode
+    "hinted" (they must agree).
+    """
+    modes = {t.mode == "hinted" for t in trajectories}
+    if len(modes) > 1:
+        raise ValueError("a group mixes hinted and un-hinted trajectories; keep HGCE groups apart")
+    return GroupOutcomes.of(
+        correct,
+        [t.attempted_tool_calls > 0 for t in trajectories],
+        [format_check(t).ok for t in trajectories],
+        label=label,
+        hinted=modes == {True},
+        response_tokens=[t.response_tokens for t in trajectories],
+    )
 
 
 def score_groups(groups: Sequence[GroupOutcomes], config: RLConfig) -> GroupScores:

@@ -19,7 +19,7 @@ logp[0] = 0 (see `token_logprobs`), so a log-prob sits at the position of its to
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import Tensor
@@ -90,6 +90,30 @@ def training_sequence(trajectory: Trajectory) -> TrainingSequence:
         sampler_logprobs=_sampler_logprobs(trajectory, len(prompt.token_ids)),
         images=images,
         hinted=hinted,
+    )
+
+
+def without_hint(trajectory: Trajectory) -> Trajectory:
+    """The hinted trajectory with its original prompt in front: what the policy trains on.
+
+    For a batching step that takes whole trajectories (images, M-RoPE positions): new log-probs
+    come from `without_hint(t)`, old log-probs from `t` itself (hinted), moved onto the new
+    positions with `align_old_logprobs(old, training_sequence(t))`. The result has mode "tool",
+    no `original_prompt`, and keeps `hint` as the record of what the sampler saw. Un-hinted
+    trajectories come back unchanged.
+    """
+    if trajectory.original_prompt is None:
+        if trajectory.mode == "hinted":
+            raise ValueError(
+                f"hinted trajectory {trajectory.sample_id!r} has no original_prompt; record it "
+                "with the agent loop's hinted mode"
+            )
+        return trajectory
+    return replace(
+        trajectory,
+        mode="tool",
+        segments=[trajectory.original_prompt, *trajectory.segments[1:]],
+        original_prompt=None,
     )
 
 

@@ -2,7 +2,8 @@
 
 Computed over the step's **un-hinted** groups: they show the policy's own behaviour. Hinted groups
 (HGCE) were sampled with a hint the policy will not see at test time, so they only count as
-`groups_hinted` and `groups_rescued` (hinted groups the filter kept).
+`groups_hinted`, `groups_rescued` (hinted groups the filter kept) and `hinted_accuracy` (whether
+the hints help at all: the feasibility study's miniature HGCE solved 1 of 96 hinted samples).
 
 Easy / hard is decided per group from its own rollouts: a group is easy when some text-only
 response in it is correct (NAAR's branch test). Note the bias this carries: an easy group has at
@@ -21,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from beacon.metrics.adaptivity import ItemOutcomes, mode_adaptiveness, weighted_mean
+from beacon.metrics.adaptivity import ItemOutcomes, mode_adaptiveness
 from beacon.rl.filtering import GroupFilter, count_reasons
 from beacon.rl.groups import GroupOutcomes
 
@@ -44,6 +45,7 @@ class StepStats:
     groups_dropped: int
     groups_hinted: int
     groups_rescued: int
+    hinted_accuracy: float
     dropped_by_reason: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, float | int]:
@@ -71,9 +73,9 @@ def step_stats(
     easy = np.array([float(groups[i].text_only_correct) for i in own])
     used = np.array([float(np.mean(groups[i].used_tool)) for i in own])
     accuracy = np.array([float(np.mean(groups[i].correct)) for i in own])
-    ones = np.ones(len(own))
     # The group's own easy flag stands in for p_notool: MA reads only `easy` and `used_tool`.
-    ma = mode_adaptiveness(ItemOutcomes(easy, accuracy, used, easy), ones)
+    # Empty sets give NaN there (no groups, no easy or no hard group).
+    ma = mode_adaptiveness(ItemOutcomes(easy, accuracy, used, easy), np.ones(len(own)))
     lengths = [g.response_tokens[j] for g, j in flat if g.response_tokens]
     hinted = [i for i, g in enumerate(groups) if g.hinted]
     kept_own = sum(verdict.keep[i] for i in own)
@@ -82,9 +84,9 @@ def step_stats(
         accuracy=_mean([g.correct[j] for g, j in flat]),
         tool_rate=_mean([g.used_tool[j] for g, j in flat]),
         format_rate=_mean([g.format_ok[j] for g, j in flat]),
-        p_tool_easy=float(weighted_mean(used, ones, easy)) if own else math.nan,
-        p_tool_hard=float(weighted_mean(used, ones, 1.0 - easy)) if own else math.nan,
-        mode_adaptiveness=float(ma.mode_adaptiveness) if own else math.nan,
+        p_tool_easy=1.0 - float(ma.p_notool_given_easy),
+        p_tool_hard=float(ma.p_tool_given_hard),
+        mode_adaptiveness=float(ma.mode_adaptiveness),
         response_tokens_mean=_mean(lengths),
         groups=len(own),
         groups_easy=int(easy.sum()),
@@ -92,6 +94,7 @@ def step_stats(
         groups_dropped=len(own) - kept_own,
         groups_hinted=len(hinted),
         groups_rescued=sum(verdict.keep[i] for i in hinted),
+        hinted_accuracy=_mean([c for i in hinted for c in groups[i].correct]),
         dropped_by_reason=count_reasons([verdict.reasons[i] for i in own]),
     )
 
