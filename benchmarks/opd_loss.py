@@ -20,7 +20,7 @@ The student rows also list peak memory without the lm_head weight gradient ([V, 
 tensor for both: every training step that trains the lm_head materialises it).
 The student loss values of both implementations must agree to 1e-5.
 
-    python benchmarks/opd_loss.py [--positions 1024] [--device cpu] [--repeats 2]
+    python benchmarks/opd_loss.py [--positions 2048] [--device cpu] [--repeats 2]
 """
 
 from __future__ import annotations
@@ -210,12 +210,12 @@ def report(args: argparse.Namespace, results: dict[str, dict]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--positions", type=int, default=1024, help="supervised positions T")
+    parser.add_argument("--positions", type=int, default=2048, help="supervised positions T")
     parser.add_argument("--vocab", type=int, default=151936)
     parser.add_argument("--hidden", type=int, default=2048)
     parser.add_argument("--k", type=int, default=32)
-    parser.add_argument("--chunk", type=int, default=256, help="teacher positions per block")
-    parser.add_argument("--student-chunk", type=int, default=256, help="student gather block")
+    parser.add_argument("--chunk", type=int, default=128, help="teacher positions per block")
+    parser.add_argument("--student-chunk", type=int, default=64, help="student gather block")
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--repeats", type=int, default=2)

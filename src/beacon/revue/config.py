@@ -21,7 +21,7 @@ class RevueConfig:
     alpha: float = 0.2  # alpha: share of supervised positions in the High group, ceil(alpha|T|)
     lam: float = 0.5  # lambda: total loss weight of the High group; Low gets 1 - lambda (Eq. 9)
     weighting: str = "revue"  # weight function: revue, uniform, random_select, mask_top, ...
-    chunk_size: int = 1024  # positions per chunk when reducing teacher logits / gathering rows
+    chunk_size: int = 128  # positions per block when reducing teacher logits (block x V floats)
     critic_max_tool_images: int = 8  # tool images shown to the critic per group
     critic_max_tokens: int = 2048  # critic output cap
     critic_retries: int = 2  # extra critic attempts after a failed or unparsable reply

@@ -68,7 +68,7 @@ def support_logits(
     weight: Tensor,
     support_ids: Tensor,
     bias: Tensor | None = None,
-    chunk_size: int = 256,
+    chunk_size: int = 64,
 ) -> Tensor:
     """Student logits z[t, k] = hidden[t] . weight[support_ids[t, k]] (+ bias), shape [T, K].
 

@@ -53,7 +53,7 @@ def teacher_topk(
     weight: Tensor,
     sampled_ids: Tensor,
     k: int = 32,
-    chunk_size: int = 1024,
+    chunk_size: int = 128,
     bias: Tensor | None = None,
 ) -> TeacherScores:
     """Teacher scores from final hidden states [T, H] and the output projection `weight` [V, H].
