@@ -29,9 +29,9 @@ from PIL import Image
 
 from beacon.revue.critic_output import RESPONSE_FORMAT, CriticOutput, parse_critic_output
 from beacon.revue.critic_prompts import PROMPT_VERSION, SYSTEM_PROMPTS
-from beacon.revue.states import ObservedStates, rollout_id
+from beacon.revue.states import ObservedState, ObservedStates, rollout_id
 from beacon.revue.verdicts import group_kind
-from beacon.types import Trajectory
+from beacon.types import ToolCall, Trajectory
 
 logger = logging.getLogger(__name__)
 
@@ -108,13 +108,13 @@ def _rollout_text(index: int, trajectory: Trajectory, correct: bool, states: Obs
         elif segment.role == "observation":
             call = next(calls, None)
             state = by_segment.get(s_index)
-            lines.append(_call_text(call, state.state_id if state else None, state))
+            lines.append(_call_text(call, state))
     lines.append(f"Final answer: {trajectory.final_answer or '(none)'}")
     return "\n".join(lines)
 
 
-def _call_text(call: Any, state_id: str | None, state: Any) -> str:
-    head = f"[sandbox call -> state {state_id}]" if state_id else "[sandbox call, not executed]"
+def _call_text(call: ToolCall | None, state: ObservedState | None) -> str:
+    head = f"[sandbox call -> state {state.state_id}]" if state else "[sandbox call, not executed]"
     parts = [head]
     if call is not None and call.stdout.strip():
         parts.append("stdout: " + call.stdout.strip()[:2000])
