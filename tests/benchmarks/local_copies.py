@@ -157,7 +157,8 @@ def build_visualprobe(tmp: Path) -> Path:
         records.append(
             {
                 "doc_id": doc_id,
-                "images": str([f"data/{doc_id}.jpg"]),
+                # written relative to the folder above the repo, as the release does
+                "images": str([f"VisualProbe_Easy/data/{doc_id}.jpg"]),
                 "problem": f"<image>\n{question}",
                 "solution": answer,
                 "data_source": "visualprobe",

@@ -86,8 +86,9 @@ class Benchmark:
         )
 
     def read_local(self, path: Path) -> Iterable[Row]:
-        """Rows from a local file in the published format (json, jsonl, parquet, tsv, xlsx)."""
-        return read_table(path)
+        """Rows from a local file in the published format (json, jsonl, parquet, tsv, xlsx),
+        or a folder holding one such file or the parquet shards of the split."""
+        return read_table(path, split=self.split)
 
     def to_sample(self, row: Row) -> Sample | None:
         """Map one published row to a Sample; None skips the row (e.g. another subset).

@@ -42,14 +42,19 @@ def hub_rows(
     return dataset
 
 
-def read_table(path: Path) -> Iterator[Mapping[str, Any]]:
+def read_table(path: Path, split: str | None = None) -> Iterator[Mapping[str, Any]]:
     """Rows of one local file, by suffix: .json, .jsonl, .parquet, .tsv, .csv or .xlsx.
 
     A .json file may hold a list of rows, an object keyed by id (MathVista's testmini.json;
     the key is added as "_key"), or an object with a "data" list (InfographicVQA's release).
-    A folder holding exactly one such file stands for that file.
+    A folder holding exactly one such file stands for that file; a folder of parquet shards
+    (a hub split such as `test-00000-of-00003.parquet`, ...) stands for their rows in name order;
+    with `split`, only the shards named `<split>-*` when the folder holds several splits.
     """
     if path.is_dir():
+        shards = _parquet_shards(path, split)
+        if shards:
+            return (row for shard in shards for row in _parquet_rows(shard))
         path = _only_table(path)
     if not path.exists():
         raise FileNotFoundError(f"benchmark file {path} does not exist")
@@ -65,6 +70,15 @@ def read_table(path: Path) -> Iterator[Mapping[str, Any]]:
     if suffix == ".xlsx":
         return _excel_rows(path)
     raise ValueError(f"cannot read {path}: unknown suffix {suffix!r}; use {TABLE_SUFFIXES}")
+
+
+def _parquet_shards(folder: Path, split: str | None) -> list[Path]:
+    """The folder's tables when every one of them is a parquet file (shards of splits)."""
+    tables = sorted(p for p in folder.iterdir() if p.suffix.lower() in TABLE_SUFFIXES)
+    if not tables or any(p.suffix.lower() != ".parquet" for p in tables):
+        return []
+    of_split = [p for p in tables if split is not None and p.name.startswith(f"{split}-")]
+    return of_split or tables
 
 
 def _only_table(folder: Path) -> Path:
@@ -193,6 +207,25 @@ def with_fields(rows: Iterable[Mapping[str, Any]], **fields: Any) -> Iterator[Ma
     """Rows with extra keys (e.g. `_base`, the folder image paths are relative to)."""
     for row in rows:
         yield {**row, **fields}
+
+
+def resolve_relative(name: str, anchors: Sequence[Path]) -> Path:
+    """The file a release-relative path names, tolerating a prefix the release did not keep.
+
+    Releases write image paths relative to a folder a download does not reproduce:
+    VisualProbe's val.json says "VisualProbe_Easy/data/1.jpg" while a snapshot holds
+    "<snapshot>/data/1.jpg"; VisuLogic and HallusionBench prefix "./". Each anchor is tried with
+    the whole path, then with leading folders dropped one at a time; the first file that exists
+    wins. When none exists the path joined to the first anchor is returned, so the error that
+    follows names where the file was expected.
+    """
+    parts = Path(name.removeprefix("./")).parts
+    for start in range(len(parts)):
+        for anchor in anchors:
+            candidate = anchor.joinpath(*parts[start:])
+            if candidate.is_file():
+                return candidate
+    return anchors[0].joinpath(*parts)
 
 
 def table_in(path: Path, names: Sequence[str]) -> Path:
