@@ -14,6 +14,7 @@ import base64
 import binascii
 import json
 import math
+import zipfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -233,8 +234,56 @@ def table_in(path: Path, names: Sequence[str]) -> Path:
     return path if path.is_file() else find_file(path, names)
 
 
-def hub_snapshot(hub: str, revision: str | None) -> Path:
-    """Local folder of a hub dataset repo (for releases that are files, not a table)."""
+def hub_snapshot(hub: str, revision: str | None, files: Sequence[str] | None = None) -> Path:
+    """Local folder of a hub dataset repo (for releases that are files, not a table).
+
+    `files` limits the download to those file names (GameQA's test files, not its 3 GB of
+    training images).
+    """
     from huggingface_hub import snapshot_download
 
-    return Path(snapshot_download(hub, repo_type="dataset", revision=revision))
+    patterns = list(files) if files is not None else None
+    folder = snapshot_download(hub, repo_type="dataset", revision=revision, allow_patterns=patterns)
+    return Path(folder)
+
+
+class ZipImages:
+    """Images read on demand from a release's zip, so a load never unpacks or reads it whole.
+
+    Rows carry a member name; `read(name)` returns that member's bytes when a sample is built.
+    A leading "./" is tolerated, and so is a zip that nests everything in one top folder
+    ("babyvision_data/images/1.png" for "images/1.png").
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._zip = zipfile.ZipFile(path)
+        self._names = set(self._zip.namelist())
+        self._tops = sorted({name.split("/", 1)[0] for name in self._names if "/" in name})
+
+    def member(self, name: str) -> str | None:
+        """The zip member `name` stands for, or None."""
+        name = name.removeprefix("./")
+        for candidate in (name, *(f"{top}/{name}" for top in self._tops)):
+            if candidate in self._names:
+                return candidate
+        return None
+
+    def read(self, name: str) -> bytes:
+        """The bytes of member `name`; a clear error when the zip does not hold it."""
+        member = self.member(name)
+        if member is None:
+            raise FileNotFoundError(f"{self.path} holds no image {name!r}")
+        return self._zip.read(member)
+
+    def find(self, suffix: str) -> str | None:
+        """The first member (in name order) whose name ends with `suffix`."""
+        return next((n for n in sorted(self._names) if n.endswith(suffix)), None)
+
+
+def release_image(name: str, folder: Path, archive: ZipImages | None) -> ImageSource:
+    """An image named relative to `folder`: the unpacked file if it exists, else the zip's bytes."""
+    path = resolve_relative(name, [folder])
+    if path.is_file() or archive is None or archive.member(name) is None:
+        return path
+    return archive.read(name)
