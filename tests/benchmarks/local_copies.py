@@ -293,7 +293,7 @@ def build_babyvision(tmp: Path) -> Path:
     """The hub layout: data/train-00000-of-00001.parquet with an Image column."""
     rows = babyvision_rows(lambda task_id: png((task_id % 256, 10, 10)))
     columns = {key: [row[key] for row in rows] for key in rows[0]}
-    (tmp / "data").mkdir(exist_ok=True)
+    (tmp / "data").mkdir(parents=True, exist_ok=True)
     return write_hf_parquet(tmp / "data" / "train-00000-of-00001.parquet", columns, "image")
 
 
@@ -524,6 +524,7 @@ def build_gameqa(tmp: Path, *, copies: int = 1) -> Path:
         for row in GAMEQA_ROWS:
             suffix = f"-{copy}" if copies > 1 else ""
             rows.append({**row, "data_id": row["data_id"] + suffix})
+    tmp.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(tmp / "games_images_test.zip", "w") as archive:
         for index, row in enumerate(GAMEQA_ROWS):
             archive.writestr(row["image"], png((index, 1, 1)))
