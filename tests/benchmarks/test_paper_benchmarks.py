@@ -312,3 +312,25 @@ def test_gameqa_game_from_an_image_folder_prefixes_the_id(tmp_path: Path) -> Non
     assert sample.id == "3d_maze:path-mcq-00001-path_finding"
     assert sample.metadata["game"] == "3d_maze"
     assert sample.images == [tmp_path / "3d_maze" / "images" / "path-mcq-00001.png"]
+
+
+def test_gameqa_snake_numbers_its_options_from_zero(tmp_path: Path) -> None:
+    rows = json.loads((build_gameqa(tmp_path) / "games_data_test.json").read_text())
+    snake = {
+        **rows[4],
+        "data_id": "snake-00003",
+        "question": "What happens after these moves?\nOptions:?\n0: The snake hits the bound."
+        "\n1: The snake hits its body.\n2: Nothing happens.",
+        "answer": 0,
+        "options": ["The snake hits the bound.", "The snake hits its body.", "Nothing happens."],
+    }
+    (tmp_path / "games_data_test.json").write_text(json.dumps([snake]))
+    (sample,) = get_benchmark("gameqa").load(path=tmp_path)
+    assert (sample.answer, sample.answer_type, sample.metadata["option_base"]) == ("0", "number", 0)
+    bench = get_benchmark("gameqa")
+    assert bench.score("<answer>0</answer>", sample).correct
+    assert bench.score("<answer>The snake hits the bound.</answer>", sample).correct
+    assert not bench.score("<answer>1</answer>", sample).correct
+    judge = FakeJudge(False)
+    bench.score("<answer>it crashes</answer>", sample, judge=judge)
+    assert judge.asked[0][2] == "The correct option is 0: The snake hits the bound."

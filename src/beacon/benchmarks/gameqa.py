@@ -9,7 +9,8 @@ Checked against the official repo (tongjingqi/Game-RL @ 0d91d47: the 30 games' e
 `qa_type` (Target Perception / State Prediction / Strategy Optimization), `question_id`,
 `question_description`, `question` (options written inside it), `answer`, `analysis` and
 `options` (a list, or null for fill-in questions). The answer convention varies by game: a
-1-based option number (int or digit string), an option letter, the option's own text
+option number (int or digit string; 1-based, except Snake, whose questions list
+"0: ..." first), an option letter, the option's own text
 ("yellow", "A. Pinky is ..."), or a fill-in value ("(5, 5)", "0.800", "Spade 2").
 GameQA-Lite (`gsarch/Game-QA-Lite`, one parquet, 2,633 rows) is what other evaluators report;
 its columns could not be inspected here and are assumed to be the same with `image` an image
@@ -25,7 +26,9 @@ Scoring. The official evaluator asks an LLM judge ("Correctness: Yes/No"), givin
 as "The correct option is {n}: {option text}" for option numbers. Here rules decide first:
 option numbers by the number the answer starts with, or the option text it names; letters and
 option texts through `beacon.verify`'s choice rule; coordinates by their integers; numbers and
-other text by `beacon.verify`. The judge decides what the rules cannot read.
+other text by `beacon.verify`. The judge decides what the rules cannot read. Deviation: the
+official evaluator shows the judge `options[answer - 1]`, which for Snake's 0-based numbers is
+the wrong option (the last one for answer 0); the judge here sees the option the number names.
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ TEST_JSON = "games_data_test.json"
 TEST_IMAGES = "games_images_test.zip"
 QA_TYPES = ("Target Perception", "State Prediction", "Strategy Optimization")
 _LETTER_PREFIX = re.compile(r"^\s*\(?([A-Z])\s*[\).:：]\s*(.*\S)?\s*$", re.S)
+_ZERO_BASED = re.compile(r"(?m)^\s*0\s*[:.)]")  # options listed "0: ...", "1: ..." (Snake)
 _LEADING_NUMBER = re.compile(r"^\s*(?:option\s*)?[\(\[]?(\d+)[\)\]]?(?=$|[\s.:,)])", re.I)
 
 
@@ -88,7 +92,8 @@ class GameQABase(Benchmark):
             return sample.question
         if sample.options:
             return f"{sample.question}\n{format_options(sample.options)}"
-        numbered = "\n".join(f"{i}: {option}" for i, option in enumerate(shown, start=1))
+        base = sample.metadata.get("option_base", 1)
+        numbered = "\n".join(f"{i}: {option}" for i, option in enumerate(shown, start=base))
         return f"{sample.question}\n{numbered}"
 
     def score(self, response: str, sample: Sample, *, judge: Any = None) -> Any:
@@ -98,13 +103,15 @@ class GameQABase(Benchmark):
 
         texts = sample.metadata.get("option_texts")
         if texts:
-            pick = _option_number(extract_answer(response), texts)
+            base = sample.metadata.get("option_base", 1)
+            pick = _option_number(extract_answer(response), texts, base)
             if pick is None:
                 verdict = Verdict(False, 0.0, False, None, "rule", "no option in the answer")
             else:
                 right = str(pick) == sample.answer
                 verdict = Verdict(right, float(right), True, str(pick), "rule")
-            reference = f"The correct option is {sample.answer}: {texts[int(sample.answer) - 1]}"
+            shown = texts[int(sample.answer) - base]
+            reference = f"The correct option is {sample.answer}: {shown}"
             return judge_unparsed(response, sample, verdict, judge, reference)
         if sample.metadata.get("coordinate"):
             return verify_coordinates(response, sample, judge)
@@ -193,9 +200,12 @@ def _with_gold(sample: Sample, gold: Any, options: list[str]) -> Sample:
     if not answer:
         raise ValueError(f"GameQA item {sample.id}: no answer")
     labelled = _letter_options(options)
-    if options and labelled is None and answer.isdigit() and 1 <= int(answer) <= len(options):
+    base = 0 if _ZERO_BASED.search(sample.question) else 1
+    numbered = answer.isdigit() and base <= int(answer) < base + len(options)
+    if options and labelled is None and numbered:
         sample.answer, sample.answer_type = answer, "number"
         sample.metadata["option_texts"] = options
+        sample.metadata["option_base"] = base
         return sample
     letters = labelled or {LETTERS[i]: option for i, option in enumerate(options)}
     key = _gold_letter(answer, options, letters)
@@ -232,13 +242,16 @@ def _gold_letter(answer: str, options: list[str], letters: Mapping[str, str]) ->
     return None
 
 
-def _option_number(answer: str | None, texts: list[str]) -> int | None:
-    """The 1-based option an answer picks: its leading number, else the option it spells out."""
+def _option_number(answer: str | None, texts: list[str], base: int) -> int | None:
+    """The option number an answer picks (numbered from `base`, 1 for most games, 0 for Snake):
+    its leading number, else the number of the option whose text it spells out."""
+    from beacon.verify import normalize_text
+
     if answer is None:
         return None
     lead = _LEADING_NUMBER.match(answer)
-    if lead is not None and 1 <= int(lead.group(1)) <= len(texts):
+    if lead is not None and base <= int(lead.group(1)) < base + len(texts):
         return int(lead.group(1))
-    wanted = " ".join(answer.split()).casefold()
-    hits = [i for i, option in enumerate(texts, 1) if " ".join(option.split()).casefold() == wanted]
+    wanted = normalize_text(answer)
+    hits = [n for n, option in enumerate(texts, base) if normalize_text(option) == wanted]
     return hits[0] if len(hits) == 1 else None
