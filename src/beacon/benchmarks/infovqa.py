@@ -41,7 +41,7 @@ class InfographicVQA(Benchmark):
     description = "InfographicVQA validation: questions on infographics, scored by ANLS."
     hub = "lmms-lab/DocVQA"
     hub_config = "InfographicVQA"
-    revision = "main"
+    revision = "2d9ad9f365a9822f0fabe03da12200ea61caf9f2"
     split = "validation"
     categories = ("infographic",)
 
