@@ -15,6 +15,7 @@ from beacon.types import Sample
 from beacon.verify import JudgeResult
 
 from .local_copies import (
+    DATA,
     build_babyvision,
     build_babyvision_zip,
     build_gameqa,
@@ -334,3 +335,25 @@ def test_gameqa_snake_numbers_its_options_from_zero(tmp_path: Path) -> None:
     judge = FakeJudge(False)
     bench.score("<answer>it crashes</answer>", sample, judge=judge)
     assert judge.asked[0][2] == "The correct option is 0: The snake hits the bound."
+
+
+def test_babyvision_rules_agree_with_the_official_judge_on_published_results() -> None:
+    """The 8 results the BabyVision repo publishes (official LLM judge): the coordinate rule
+    gives the same verdict on each, including "10,5" vs "(10,5)" and an answer with no box."""
+    rows = json.loads((DATA / "babyvision" / "model_results_run_1.json").read_text())
+    bench = get_benchmark("babyvision")
+    for row in rows:
+        sample = bench.to_sample(
+            {
+                "_row": 0,
+                "taskId": row["Id"],
+                "question": row["Question"].split("\nThink about the question")[0],
+                "image": None,
+                "ansType": "blank",
+                "blankAns": row["GroundTruth"],
+                "type": row["Type"],
+                "subtype": row["Subtype"],
+            }
+        )
+        assert sample.metadata["coordinate"], row["GroundTruth"]
+        assert bench.score(row["ModelResult"], sample).correct is row["LLMJudgeResult"], row["Id"]
