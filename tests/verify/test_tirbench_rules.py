@@ -66,3 +66,15 @@ def test_unreadable_answers_are_unparsed() -> None:
         verdict = score_tirbench("<answer>I am not sure</answer>", item)
         assert not verdict.parsed and verdict.score == 0.0
     assert not score_tirbench("", TIRItem("jigsaw", "1, 2, 3, 4", jigsaw_size=2)).parsed
+
+
+def test_jigsaw_list_followed_by_prose_is_read_from_the_last_run() -> None:
+    """Responses in the style of the official extractor's examples: the order in bold, then
+    a sentence; a row-by-row sketch before the final list."""
+    item = TIRItem("jigsaw", "[2, 1, 4, 3]", jigsaw_size=2)
+    prose = "My arrangement:\n**2, 1,\n4, 3**\n\nThis puts the sky on top and the grass below."
+    assert score_tirbench(prose, item).score == 1.0
+    sketch = "Row 1 → 1 2\nRow 2 → 3 4\n\nFinal order:\n2, 1, 3, 4\n\nThat restores the photo."
+    assert score_tirbench(sketch, item).score == 0.5
+    tagged = "<answer>1, 2, 3, 4</answer>"  # an answer span wins over anything else
+    assert score_tirbench("2, 1, 4, 3 was my first guess. " + tagged, item).score == 0.0

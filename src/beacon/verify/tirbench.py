@@ -10,8 +10,10 @@ only when no answer can be read (see `beacon.verify.fallback`). Rules, by task:
   whose `image_1` contains "60.jpg" / "62.jpg" by "mobi" / "aires"; `OCR_GOLD_FIXES` does the
   same, matched on the same substring.
 - jigsaw (partial credit): the first run of n² integers (n = `meta_data.difficulty`) separated
-  by commas, spaces or newlines, read from the prediction and from the gold; the score is the
-  fraction of positions that agree,
+  by commas, spaces or newlines, read from the prediction and from the gold; when the extracted
+  answer holds no such run (a response that ends with a sentence after its list, which the
+  official LLM extractor would still read), the last run in the whole response. The score is
+  the fraction of positions that agree,
       score = (1 / n²) · Σ_i [pred_i = gold_i]                                      (1)
 - spot_difference (partial credit unless the gold is one integer): the integers of both as
   sets, scored by their intersection over union,
@@ -72,7 +74,7 @@ def score_tirbench(response: str, item: TIRItem) -> Verdict:
         return _unparsed("no answer could be read")
     answer = answer.replace("*", "").strip()
     if item.task == "jigsaw":
-        return _jigsaw(answer, item)
+        return _jigsaw(response, answer, item)
     if item.task == "spot_difference" and not item.gold.strip().isdigit():
         return _spot_difference(answer, item.gold)
     if item.task == "word_search" and not item.gold.strip().isdigit():
@@ -88,9 +90,14 @@ def ocr_gold(item: TIRItem) -> str:
     return item.gold
 
 
-def jigsaw_order(text: str, size: int) -> list[int] | None:
-    """The first run of size² integers in `text`, or None (the official extraction)."""
-    for run in _INTEGER_RUN.findall(text):
+def jigsaw_order(text: str, size: int, *, last: bool = False) -> list[int] | None:
+    """The first (or `last`) run of size² integers in `text`, or None.
+
+    A run is integers separated only by commas, spaces and newlines, so "**" or "→" end one.
+    The official script takes the first run of the LLM-extracted answer.
+    """
+    runs = _INTEGER_RUN.findall(text)
+    for run in reversed(runs) if last else runs:
         numbers = _INTEGER.findall(run)
         if len(numbers) == size * size:
             return [int(n) for n in numbers]
@@ -121,7 +128,7 @@ def _ocr(response: str, item: TIRItem) -> Verdict:
     return _verdict(float(found), extract_answer(response) or response.strip()[-200:])
 
 
-def _jigsaw(answer: str, item: TIRItem) -> Verdict:
+def _jigsaw(response: str, answer: str, item: TIRItem) -> Verdict:
     if item.jigsaw_size is None:
         raise ValueError(
             f"TIR-Bench jigsaw item needs meta_data.difficulty (the grid size n); gold "
@@ -131,6 +138,8 @@ def _jigsaw(answer: str, item: TIRItem) -> Verdict:
     if gold is None:
         raise ValueError(f"TIR-Bench jigsaw gold {item.gold!r} is not {item.jigsaw_size}² numbers")
     pred = jigsaw_order(answer, item.jigsaw_size)
+    if pred is None:
+        pred = jigsaw_order(response, item.jigsaw_size, last=True)
     if pred is None:
         return _unparsed(f"no run of {item.jigsaw_size**2} numbers in the answer")
     return _verdict(position_accuracy(pred, gold), answer)
