@@ -59,7 +59,6 @@ TEST_IMAGES = "games_images_test.zip"
 QA_TYPES = ("Target Perception", "State Prediction", "Strategy Optimization")
 _LETTER_PREFIX = re.compile(r"^\s*\(?([A-Z])\s*[\).:：]\s*(.*\S)?\s*$", re.S)
 _ZERO_BASED = re.compile(r"(?m)^\s*0\s*[:.)]")  # options listed "0: ...", "1: ..." (Snake)
-_LEADING_NUMBER = re.compile(r"^\s*(?:option\s*)?[\(\[]?(\d+)[\)\]]?(?=$|[\s.:,)])", re.I)
 
 
 class GameQABase(Benchmark):
@@ -97,22 +96,14 @@ class GameQABase(Benchmark):
         return f"{sample.question}\n{numbered}"
 
     def score(self, response: str, sample: Sample, *, judge: Any = None) -> Any:
-        from beacon.verify import Verdict, extract_answer, verify
+        from beacon.verify import verify
         from beacon.verify.coordinates import verify_coordinates
-        from beacon.verify.fallback import judge_unparsed
+        from beacon.verify.option_number import verify_option_number
 
         texts = sample.metadata.get("option_texts")
         if texts:
             base = sample.metadata.get("option_base", 1)
-            pick = _option_number(extract_answer(response), texts, base)
-            if pick is None:
-                verdict = Verdict(False, 0.0, False, None, "rule", "no option in the answer")
-            else:
-                right = str(pick) == sample.answer
-                verdict = Verdict(right, float(right), True, str(pick), "rule")
-            shown = texts[int(sample.answer) - base]
-            reference = f"The correct option is {sample.answer}: {shown}"
-            return judge_unparsed(response, sample, verdict, judge, reference)
+            return verify_option_number(response, sample, texts, base, judge)
         if sample.metadata.get("coordinate"):
             return verify_coordinates(response, sample, judge)
         return verify(response, sample, judge=judge)
@@ -240,18 +231,3 @@ def _gold_letter(answer: str, options: list[str], letters: Mapping[str, str]) ->
         if answer == option or answer == letters.get(LETTERS[index]):
             return LETTERS[index]
     return None
-
-
-def _option_number(answer: str | None, texts: list[str], base: int) -> int | None:
-    """The option number an answer picks (numbered from `base`, 1 for most games, 0 for Snake):
-    its leading number, else the number of the option whose text it spells out."""
-    from beacon.verify import normalize_text
-
-    if answer is None:
-        return None
-    lead = _LEADING_NUMBER.match(answer)
-    if lead is not None and base <= int(lead.group(1)) < base + len(texts):
-        return int(lead.group(1))
-    wanted = normalize_text(answer)
-    hits = [n for n, option in enumerate(texts, base) if normalize_text(option) == wanted]
-    return hits[0] if len(hits) == 1 else None
