@@ -25,7 +25,7 @@ def test_beacon_eval_runs_the_three_paper_benchmarks(tmp_path: Path, tiny_model_
         args += ["--data", f"{name}={path}"]
     args += ["--limit", "2", "--concurrency", "2", "--out", str(out), "--no-progress"]
     args += ["--set", "agent.max_new_tokens_per_turn=6", "--set", "agent.max_total_new_tokens=6"]
-    args += ["--set", "bootstrap=0"]
+    args += ["--set", "bootstrap=0", "--set", "report=false"]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     records = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
