@@ -357,3 +357,13 @@ def test_babyvision_rules_agree_with_the_official_judge_on_published_results() -
         )
         assert sample.metadata["coordinate"], row["GroundTruth"]
         assert bench.score(row["ModelResult"], sample).correct is row["LLMJudgeResult"], row["Id"]
+
+
+def test_gameqa_lite_with_other_columns_says_which(tmp_path: Path) -> None:
+    from .local_copies import write_hf_parquet
+
+    path = write_hf_parquet(
+        tmp_path / "lite.parquet", {"problem": ["q"], "solution": ["1"], "image": [png()]}, "image"
+    )
+    with pytest.raises(ValueError, match="problem, solution"):
+        list(get_benchmark("gameqa_lite").load(path=path))

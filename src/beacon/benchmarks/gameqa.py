@@ -66,6 +66,13 @@ class GameQABase(Benchmark):
     sampled = True
 
     def to_sample(self, row: Row) -> Sample:
+        missing = [key for key in ("question", "answer") if key not in row]
+        if missing:
+            seen = ", ".join(sorted(k for k in row if not k.startswith("_")))
+            raise ValueError(
+                f"{self.name}: rows lack {missing} (columns: {seen}); the loader expects the "
+                "GameQA field names (see the module docstring)"
+            )
         game = _game(row)
         data_id = text(row.get("data_id")) or str(row["_row"])
         image = _image(row)
