@@ -230,8 +230,10 @@ def test_vstar_reads_annotation_and_strips_the_instruction(local_copy) -> None:
 
 
 def test_infovqa_official_json_layout_and_anls_aggregate(tmp_path: Path) -> None:
+    """The RRC release: infographicsvqa_qas/<json> beside infographicsvqa_images/."""
     (tmp_path / "infographicsvqa_images").mkdir()
     (tmp_path / "infographicsvqa_images" / "37313.jpeg").write_bytes(png())
+    (tmp_path / "infographicsvqa_qas").mkdir()
     release = {
         "dataset_name": "infographicVQA",
         "data": [
@@ -244,11 +246,13 @@ def test_infovqa_official_json_layout_and_anls_aggregate(tmp_path: Path) -> None
             },
         ],
     }
-    (tmp_path / "infographicVQA_val_v1.0_withQT.json").write_text(json.dumps(release))
+    qas = tmp_path / "infographicsvqa_qas" / "infographicsVQA_val_v1.0_withQT.json"
+    qas.write_text(json.dumps(release))
     bench = get_benchmark("infovqa")
-    (sample,) = bench.load(path=tmp_path)
-    assert sample.id == "65718" and sample.metadata["answers"] == ["56%", "56"]
-    assert sample.images == [tmp_path / "infographicsvqa_images" / "37313.jpeg"]
+    for path in (tmp_path, qas.parent, qas):
+        (sample,) = bench.load(path=path)
+        assert sample.id == "65718" and sample.metadata["answers"] == ["56%", "56"]
+        assert sample.images == [tmp_path / "infographicsvqa_images" / "37313.jpeg"]
     assert bench.score("<answer>56</answer>", sample).correct
     assert bench.aggregate([{"score": 1.0}, {"score": 0.5}, {"score": 0.0}]) == {"anls": 0.5}
 

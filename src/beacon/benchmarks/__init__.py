@@ -15,8 +15,10 @@ package imports them all. See docs/benchmarks.md for formats, sources and what i
 
 from beacon.benchmarks import (  # noqa: F401  (imported for their @register side effect)
     ai2d,
+    babyvision,
     chartqa,
     chartqapro,
+    gameqa,
     hallusionbench,
     hrbench,
     infovqa,
@@ -24,6 +26,7 @@ from beacon.benchmarks import (  # noqa: F401  (imported for their @register sid
     mathvista,
     mmstar,
     synth,
+    tirbench,
     treebench,
     visualprobe,
     visulogic,

@@ -18,7 +18,7 @@ class AI2D(Benchmark):
     name = "ai2d"
     description = "AI2D: grade-school science diagrams, multiple choice."
     hub = "lmms-lab/ai2d"
-    revision = "main"
+    revision = "c83a9b9692933aff8349157c88a413df9d02c4e5"
     split = "test"
     categories = ("diagram",)
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import difflib
 import logging
+import random
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
@@ -47,6 +48,7 @@ class Benchmark:
     categories: ClassVar[tuple[str, ...]] = ()
     shuffle: ClassVar[bool] = False  # shuffle options with the load seed (biased answer position)
     image_columns: ClassVar[tuple[str, ...]] = ("image",)  # hub columns to keep undecoded
+    sampled: ClassVar[bool] = False  # `limit` draws a seeded subset instead of the first rows
 
     def load(
         self, path: str | Path | None = None, limit: int | None = None, seed: int = 0
@@ -54,14 +56,18 @@ class Benchmark:
         """Yield the benchmark's samples in published order, at most `limit` of them.
 
         `path` is a local file or folder in the published format; None reads the hub.
-        `seed` drives option shuffling (benchmarks with `shuffle = True`) and generation
-        (`synth`); the same seed gives the same samples.
+        `seed` drives option shuffling (benchmarks with `shuffle = True`), generation
+        (`synth`) and, for benchmarks with `sampled = True` (GameQA: 15,047 rows in game
+        order), which `limit` rows are taken; the same seed gives the same samples.
         """
         if limit is not None and limit < 0:
             raise ValueError(f"limit={limit} is negative; pass None for all samples or N >= 0")
         rows = self.read_local(Path(path)) if path is not None else self.read_hub()
+        positioned: Iterable[tuple[int, Row]] = enumerate(rows)
+        if self.sampled and limit is not None:
+            positioned = seeded_subset(list(positioned), limit, seed)
         count = 0
-        for position, row in enumerate(rows):
+        for position, row in positioned:
             if limit is not None and count >= limit:
                 return
             sample = self.to_sample({"_row": position, **row})
@@ -86,8 +92,9 @@ class Benchmark:
         )
 
     def read_local(self, path: Path) -> Iterable[Row]:
-        """Rows from a local file in the published format (json, jsonl, parquet, tsv, xlsx)."""
-        return read_table(path)
+        """Rows from a local file in the published format (json, jsonl, parquet, tsv, xlsx),
+        or a folder holding one such file or the parquet shards of the split."""
+        return read_table(path, split=self.split)
 
     def to_sample(self, row: Row) -> Sample | None:
         """Map one published row to a Sample; None skips the row (e.g. another subset).
@@ -119,6 +126,15 @@ class Benchmark:
     def aggregate(self, records: list[Mapping[str, Any]]) -> dict[str, float]:
         """Benchmark-specific metrics over the records of one mode; {} when there are none."""
         return {}
+
+
+def seeded_subset(rows: list[tuple[int, Row]], limit: int, seed: int) -> list[tuple[int, Row]]:
+    """`limit` of the rows drawn with `random.Random(f"beacon-subset:{seed}")`, in source order.
+
+    The draw depends only on (seed, number of rows), so a run and its resume take the same rows.
+    """
+    chosen = random.Random(f"beacon-subset:{seed}").sample(range(len(rows)), min(limit, len(rows)))
+    return [rows[i] for i in sorted(chosen)]
 
 
 _REGISTRY: dict[str, type[Benchmark]] = {}

@@ -28,7 +28,7 @@ class ChartQA(Benchmark):
     name = "chartqa"
     description = "ChartQA test: questions on real charts, relaxed accuracy (5 % for numbers)."
     hub = "lmms-lab/ChartQA"
-    revision = "main"
+    revision = "9e63b7df1592a1c2158e735cc1725454aef0d6d9"
     split = "test"
     categories = ("human", "augmented")
 

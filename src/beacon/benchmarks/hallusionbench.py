@@ -42,7 +42,7 @@ class HallusionBench(Benchmark):
     name = "hallusionbench"
     description = "HallusionBench: paired yes/no questions probing hallucination and illusion."
     hub = "lmms-lab/HallusionBench"
-    revision = "main"
+    revision = "ea5fd49f1b711d12cc8b0ec75be0c0593e17befe"
     split = "image+non_image"
     categories = ("VD", "VS")
 

@@ -1,12 +1,13 @@
 """InfographicVQA validation (2,801 questions): reading infographics, scored by ANLS.
 
-No real row could be inspected here. Hub copy assumed from lmms-eval's task (unconfirmed
-column names): `lmms-lab/DocVQA`, config `InfographicVQA`, split `validation`, columns
-`questionId`, `question`, `answers` (list of accepted strings), `answer_type`, `image`.
-The original release (infographicVQA_val_v1.0_withQT.json) is an object with a `data` list of
-rows with `questionId`, `question`, `answers`, `image_local_name`; images sit in
-`infographicsvqa_images/` or beside the JSON. Both layouts load locally (or a parquet in the
-hub schema).
+Official release (checked against the RRC download list and several loaders):
+`infographicsvqa_qas/infographicsVQA_val_v1.0_withQT.json` (with an "s"; an object whose
+`data` list holds rows with `questionId`, `question`, `answers`, `image_local_name`,
+`answer_type`, ...) and the images in the sibling folder `infographicsvqa_images/`. The local
+path may be the release root, the `infographicsvqa_qas/` folder or the JSON itself.
+Hub copy (`lmms-lab/DocVQA`, config `InfographicVQA`, split `validation`; columns assumed from
+lmms-eval's task: `questionId`, `question`, `answers`, `answer_type`, `image`): several parquet
+shards; a folder of them loads (`validation-*` shards only when test shards sit beside them).
 
 Scoring: ANLS with threshold 0.5 against every accepted answer (`metadata["answers"]`,
 `metadata["anls"] = True`); `aggregate` reports the mean ANLS.
@@ -19,10 +20,19 @@ from pathlib import Path
 from typing import Any
 
 from beacon.benchmarks.base import Benchmark, Row, register
-from beacon.benchmarks.tables import image_source, read_table, table_in, text, with_fields
+from beacon.benchmarks.tables import (
+    image_source,
+    read_table,
+    resolve_relative,
+    text,
+    with_fields,
+)
 from beacon.types import Sample
 
 ANLS_THRESHOLD = 0.5
+_RELEASE_NAMES = ("infographicsVQA_val_v1.0_withQT.json", "infographicsVQA_val_v1.0.json")
+_QAS_FOLDER = "infographicsvqa_qas"
+_IMAGES_FOLDER = "infographicsvqa_images"
 
 
 @register
@@ -31,14 +41,15 @@ class InfographicVQA(Benchmark):
     description = "InfographicVQA validation: questions on infographics, scored by ANLS."
     hub = "lmms-lab/DocVQA"
     hub_config = "InfographicVQA"
-    revision = "main"
+    revision = "2d9ad9f365a9822f0fabe03da12200ea61caf9f2"
     split = "validation"
     categories = ("infographic",)
 
     def read_local(self, path: Path) -> Iterable[Row]:
-        names = ["infographicVQA_val_v1.0_withQT.json", "infographicVQA_val_v1.0.json"]
-        file = table_in(path, names)
-        return with_fields(read_table(file), _base=file.parent)
+        release = _release_json(path)
+        if release is None:
+            return read_table(path, split=self.split)
+        return with_fields(read_table(release), _base=release.parent)
 
     def to_sample(self, row: Row) -> Sample:
         answers = [text(a) for a in row.get("answers") or [] if text(a)]
@@ -64,14 +75,27 @@ class InfographicVQA(Benchmark):
         return {"anls": sum(float(r.get("score") or 0.0) for r in records) / len(records)}
 
 
+def _release_json(path: Path) -> Path | None:
+    """The official question file at `path` (file, qas folder or release root), else None."""
+    if path.is_file():
+        return path if path.suffix.lower() == ".json" else None
+    for folder in (path, path / _QAS_FOLDER):
+        for name in _RELEASE_NAMES:
+            if (folder / name).is_file():
+                return folder / name
+    return None
+
+
 def _images(row: Row) -> list[Any]:
     embedded = image_source(row.get("image"))
     if embedded is not None:
         return [embedded]
     name = text(row.get("image_local_name"))
+    if not name:
+        return []
     base = Path(row.get("_base") or ".")
-    nested = base / "infographicsvqa_images" / name
-    return [nested if nested.exists() else base / name] if name else []
+    anchors = [base.parent / _IMAGES_FOLDER, base / _IMAGES_FOLDER, base]
+    return [resolve_relative(name, anchors)]
 
 
 def _kinds(value: Any) -> list[str]:

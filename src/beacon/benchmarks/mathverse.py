@@ -10,7 +10,10 @@ Local layout: `testmini.json` with the image folders (`images_version_6/...`) be
 
 Vision-only multi-choice items print their options inside the image, so `options` is None and
 the gold is a bare letter with `answer_type="math"`, which the verifier scores by reading an
-option letter only (its bare-letter rule).
+option letter only (its bare-letter rule). Free-form golds are `answer_type="math"` too, numbers
+included: math-verify rounds the prediction to the gold's decimals, so "11.79" is right for a
+gold of "11.8" and "11.8" wrong for a gold of "11.79" (the gold's precision decides, as the
+benchmark states its answers), and "\\sqrt{3}" can match "1.732".
 """
 
 from __future__ import annotations
@@ -23,7 +26,6 @@ from beacon.benchmarks.tables import image_source, read_table, table_in, text, w
 from beacon.types import Sample
 
 VISION_ONLY = "Vision Only"
-_NUMBER_CHARS = set("0123456789.-")
 
 
 @register
@@ -58,12 +60,11 @@ class MathVerseVisionOnly(Benchmark):
             question = "According to the question shown in the image, choose the correct option."
         else:
             question = "According to the question shown in the image, answer the question."
-        plain_number = bool(answer) and set(answer) <= _NUMBER_CHARS
         return Sample(
             id=text(row["sample_index"]),
             images=[image] if image is not None else [],
             question=question,
             answer=answer,
-            answer_type="number" if plain_number and not multi_choice else "math",
+            answer_type="math",
             metadata=metadata,
         )

@@ -34,7 +34,7 @@ class MathVista(Benchmark):
     name = "mathvista"
     description = "MathVista testmini: math reasoning over charts, plots, geometry and photos."
     hub = "AI4Math/MathVista"
-    revision = "main"
+    revision = "2b6ad69445fbb5695c9b165475e8decdbeb97747"
     split = "testmini"
     categories = (
         "figure question answering",

@@ -21,7 +21,7 @@ class MMStar(Benchmark):
     name = "mmstar"
     description = "MMStar: multiple-choice questions that need the image, six core abilities."
     hub = "Lin-Chen/MMStar"
-    revision = "main"
+    revision = "bc98d668301da7b14f648724866e57302778ab27"
     split = "val"
     categories = (
         "coarse perception",

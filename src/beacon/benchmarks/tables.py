@@ -14,6 +14,7 @@ import base64
 import binascii
 import json
 import math
+import zipfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -42,14 +43,19 @@ def hub_rows(
     return dataset
 
 
-def read_table(path: Path) -> Iterator[Mapping[str, Any]]:
+def read_table(path: Path, split: str | None = None) -> Iterator[Mapping[str, Any]]:
     """Rows of one local file, by suffix: .json, .jsonl, .parquet, .tsv, .csv or .xlsx.
 
     A .json file may hold a list of rows, an object keyed by id (MathVista's testmini.json;
     the key is added as "_key"), or an object with a "data" list (InfographicVQA's release).
-    A folder holding exactly one such file stands for that file.
+    A folder holding exactly one such file stands for that file; a folder of parquet shards
+    (a hub split such as `test-00000-of-00003.parquet`, ...) stands for their rows in name order;
+    with `split`, only the shards named `<split>-*` when the folder holds several splits.
     """
     if path.is_dir():
+        shards = _parquet_shards(path, split)
+        if shards:
+            return (row for shard in shards for row in _parquet_rows(shard))
         path = _only_table(path)
     if not path.exists():
         raise FileNotFoundError(f"benchmark file {path} does not exist")
@@ -65,6 +71,15 @@ def read_table(path: Path) -> Iterator[Mapping[str, Any]]:
     if suffix == ".xlsx":
         return _excel_rows(path)
     raise ValueError(f"cannot read {path}: unknown suffix {suffix!r}; use {TABLE_SUFFIXES}")
+
+
+def _parquet_shards(folder: Path, split: str | None) -> list[Path]:
+    """The folder's tables when every one of them is a parquet file (shards of splits)."""
+    tables = sorted(p for p in folder.iterdir() if p.suffix.lower() in TABLE_SUFFIXES)
+    if not tables or any(p.suffix.lower() != ".parquet" for p in tables):
+        return []
+    of_split = [p for p in tables if split is not None and p.name.startswith(f"{split}-")]
+    return of_split or tables
 
 
 def _only_table(folder: Path) -> Path:
@@ -195,13 +210,80 @@ def with_fields(rows: Iterable[Mapping[str, Any]], **fields: Any) -> Iterator[Ma
         yield {**row, **fields}
 
 
+def resolve_relative(name: str, anchors: Sequence[Path]) -> Path:
+    """The file a release-relative path names, tolerating a prefix the release did not keep.
+
+    Releases write image paths relative to a folder a download does not reproduce:
+    VisualProbe's val.json says "VisualProbe_Easy/data/1.jpg" while a snapshot holds
+    "<snapshot>/data/1.jpg"; VisuLogic and HallusionBench prefix "./". Each anchor is tried with
+    the whole path, then with leading folders dropped one at a time; the first file that exists
+    wins. When none exists the path joined to the first anchor is returned, so the error that
+    follows names where the file was expected.
+    """
+    parts = Path(name.removeprefix("./")).parts
+    for start in range(len(parts)):
+        for anchor in anchors:
+            candidate = anchor.joinpath(*parts[start:])
+            if candidate.is_file():
+                return candidate
+    return anchors[0].joinpath(*parts)
+
+
 def table_in(path: Path, names: Sequence[str]) -> Path:
     """`path` itself if it is a file, else the first of `names` inside the folder `path`."""
     return path if path.is_file() else find_file(path, names)
 
 
-def hub_snapshot(hub: str, revision: str | None) -> Path:
-    """Local folder of a hub dataset repo (for releases that are files, not a table)."""
+def hub_snapshot(hub: str, revision: str | None, files: Sequence[str] | None = None) -> Path:
+    """Local folder of a hub dataset repo (for releases that are files, not a table).
+
+    `files` limits the download to those file names (GameQA's test files, not its 3 GB of
+    training images).
+    """
     from huggingface_hub import snapshot_download
 
-    return Path(snapshot_download(hub, repo_type="dataset", revision=revision))
+    patterns = list(files) if files is not None else None
+    folder = snapshot_download(hub, repo_type="dataset", revision=revision, allow_patterns=patterns)
+    return Path(folder)
+
+
+class ZipImages:
+    """Images read on demand from a release's zip, so a load never unpacks or reads it whole.
+
+    Rows carry a member name; `read(name)` returns that member's bytes when a sample is built.
+    A leading "./" is tolerated, and so is a zip that nests everything in one top folder
+    ("babyvision_data/images/1.png" for "images/1.png").
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._zip = zipfile.ZipFile(path)
+        self._names = set(self._zip.namelist())
+        self._tops = sorted({name.split("/", 1)[0] for name in self._names if "/" in name})
+
+    def member(self, name: str) -> str | None:
+        """The zip member `name` stands for, or None."""
+        name = name.removeprefix("./")
+        for candidate in (name, *(f"{top}/{name}" for top in self._tops)):
+            if candidate in self._names:
+                return candidate
+        return None
+
+    def read(self, name: str) -> bytes:
+        """The bytes of member `name`; a clear error when the zip does not hold it."""
+        member = self.member(name)
+        if member is None:
+            raise FileNotFoundError(f"{self.path} holds no image {name!r}")
+        return self._zip.read(member)
+
+    def find(self, suffix: str) -> str | None:
+        """The first member (in name order) whose name ends with `suffix`."""
+        return next((n for n in sorted(self._names) if n.endswith(suffix)), None)
+
+
+def release_image(name: str, folder: Path, archive: ZipImages | None) -> ImageSource:
+    """An image named relative to `folder`: the unpacked file if it exists, else the zip's bytes."""
+    path = resolve_relative(name, [folder])
+    if path.is_file() or archive is None or archive.member(name) is None:
+        return path
+    return archive.read(name)

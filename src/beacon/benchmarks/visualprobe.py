@@ -1,11 +1,14 @@
 """VisualProbe easy / medium / hard (Mini-o3): find and read small things in large images.
 
-No real row could be inspected here. From a third-party builder (unconfirmed): each of
-`Mini-o3/VisualProbe_Easy`, `_Medium`, `_Hard` is a repo of files, `val.json` (a list of
-records with `doc_id`, `images` (a list, sometimes written as a Python-list string, of paths
-relative to the repo), `problem` (the question, prefixed with "<image>"), `solution` (a short
-free-form answer) and `data_source`) plus the images; revisions pinned from that manifest.
-The hub branch downloads the repo snapshot. Local layout: the repo folder or its val.json.
+No real row could be inspected here. From a third-party builder that downloads the pinned
+snapshots: each of `Mini-o3/VisualProbe_Easy`, `_Medium`, `_Hard` (141 / 268 / 106 rows) is a
+repo of files, `val.json` at its root (a list of records with `doc_id`, `images` (a list,
+sometimes written as a Python-list string), `problem` (the question, prefixed with "<image>"),
+`solution` (a short free-form answer) and `data_source`) and the images in `data/`. The image
+paths are written relative to the folder *above* the repo ("VisualProbe_Easy/data/1.jpg"), so
+they are resolved against the repo folder with leading folders dropped until a file exists
+(`tables.resolve_relative`). The hub branch downloads the repo snapshot. Local layout: the
+repo folder or its val.json.
 
 The split name gives `difficulty` by construction; answers are short text, compared by the
 verifier's text rules (an LLM judge is the benchmark's own scorer for paraphrases).
@@ -21,8 +24,8 @@ from typing import Any, ClassVar
 from beacon.benchmarks.base import Benchmark, Row, register
 from beacon.benchmarks.tables import (
     hub_snapshot,
-    image_list,
     read_table,
+    resolve_relative,
     table_in,
     text,
     with_fields,
@@ -47,7 +50,7 @@ class VisualProbe(Benchmark):
         question = text(row["problem"]).removeprefix("<image>").strip()
         return Sample(
             id=f"{self.difficulty}_{text(row.get('doc_id')) or row['_row']}",
-            images=image_list(_paths(row.get("images")), row["_base"]),
+            images=_images(row),
             question=question,
             answer=text(row["solution"]),
             answer_type="text",
@@ -57,6 +60,11 @@ class VisualProbe(Benchmark):
                 "data_source": text(row.get("data_source")) or None,
             },
         )
+
+
+def _images(row: Row) -> list[Path]:
+    base = Path(row["_base"])
+    return [resolve_relative(name, [base, base.parent]) for name in _paths(row.get("images"))]
 
 
 def _paths(value: Any) -> list[str]:

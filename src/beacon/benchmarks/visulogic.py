@@ -3,11 +3,15 @@
 No real row could be inspected here. From third-party loaders (unconfirmed): the repo holds
 `data.jsonl` (`id` "00000".., `question` with the options written in it, `label` A-D, `tag`
 the puzzle type, `image_path` "images/00000.png") and `images.zip`; revision pinned from a
-third-party manifest. Images are read from the folder if unpacked, else as bytes from the zip
-(one member per sample, no full extraction). The hub branch downloads the repo snapshot.
-Local layout: the repo folder (data.jsonl + images/ or images.zip) or data.jsonl itself.
-When the options are drawn in the image only, the gold is a bare letter with
-`answer_type="math"` (the verifier's bare-letter rule).
+third-party manifest that checks 1,000 rows with labels A 231 / B 267 / C 252 / D 250. The gold
+is the `label` column (a third-party builder asserts it is one of A-D). An `image_path` written
+with a leading "./" names the same file or zip member.
+
+Images are read from the folder if unpacked, else as bytes from the zip (one member per sample,
+no full extraction). The hub branch downloads the repo snapshot. Local layout: the repo folder
+(data.jsonl + images/ or images.zip) or data.jsonl itself. When the options are drawn in the
+image only, the gold is a bare letter with `answer_type="math"` (the verifier's bare-letter
+rule).
 """
 
 from __future__ import annotations
@@ -46,11 +50,11 @@ class VisuLogic(Benchmark):
         archive = file.parent / "images.zip"
         if not archive.exists():
             for row in read_table(file):
-                yield {**row, "_image": file.parent / text(row["image_path"])}
+                yield {**row, "_image": file.parent / _image_path(row)}
             return
         with zipfile.ZipFile(archive) as zipped:
             for row in read_table(file):
-                yield {**row, "_image": _member(zipped, file.parent, text(row["image_path"]))}
+                yield {**row, "_image": _member(zipped, file.parent, _image_path(row))}
 
     def to_sample(self, row: Row) -> Sample:
         stem, options = split_options(text(row["question"]))
@@ -63,6 +67,11 @@ class VisuLogic(Benchmark):
             options=options,
             metadata={"category": text(row.get("tag")) or None},
         )
+
+
+def _image_path(row: Row) -> str:
+    """`image_path` without the leading "./" some copies write."""
+    return text(row["image_path"]).removeprefix("./")
 
 
 def _member(zipped: zipfile.ZipFile, folder: Path, name: str) -> ImageSource:

@@ -11,8 +11,9 @@ per target), copied into `metadata["annotation"]` when present, with the boxes a
 The hub branch downloads the repo snapshot and reads the same files. Local layout: the repo
 folder, or the jsonl with the image folders beside it.
 
-The published labels were once all "A" (the gold listed first), so options are shuffled with the
-load seed; `metadata["option_permutation"]` records the order.
+The gold is `label`; the hub labels are not all "A", so a row without one is an error, not a
+default. Options are shuffled with the load seed all the same (the gold was listed first in
+early copies); `metadata["option_permutation"]` records the order.
 """
 
 from __future__ import annotations
@@ -63,11 +64,22 @@ class VStar(Benchmark):
             id=text(row.get("question_id")) or str(row["_row"]),
             images=[image],
             question=stem,
-            answer=text(row.get("label")).upper() or "A",
+            answer=_gold(row),
             answer_type="choice",
             options=options,
             metadata=metadata,
         )
+
+
+def _gold(row: Row) -> str:
+    """The published label; a row without one is an error, never a default letter."""
+    label = text(row.get("label")).upper()
+    if not label:
+        raise ValueError(
+            f"V* question {row.get('question_id')}: no `label`; the hub labels are not all "
+            "'A', so a missing gold cannot be guessed. Check that the local copy is complete."
+        )
+    return label
 
 
 def _regions(boxes: object) -> dict[str, object]:
