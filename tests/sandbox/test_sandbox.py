@@ -153,7 +153,12 @@ def test_code_repair_runs_before_execution(sandbox: Sandbox) -> None:
         r = s.run("```python\n    c = image.crop((40, 30, 500, 400))\n    c.show()\n```")
     assert r.ok, r.error
     assert r.repairs
-    assert r.images[0].size == (24, 18)  # the box was clamped to the 64x48 image
+    assert r.code == "c = image.crop((40, 30, 500, 400))\nc.show()\n"  # what actually ran
+    assert r.images[0].size == (24, 18)  # the box was clamped at run time to the 64x48 image
+    assert r.notes == [
+        "crop box (40, 30, 500, 400) was outside the 64x48 image or too small; it was clamped "
+        "to (40, 30, 64, 48)"
+    ]
 
 
 def test_call_limit_per_session() -> None:
@@ -194,6 +199,7 @@ def test_closing_a_session_deletes_its_folder(sandbox: Sandbox) -> None:
     folder = Path(s.dir)
     assert (Path(s.host_output_dir) / "f.txt").exists()
     s.close()
+    sandbox.wait_for_cleanup()
     assert not folder.exists()
     with pytest.raises(SandboxError, match="closed"):
         s.run("pass")
@@ -346,14 +352,15 @@ def test_drawing_on_the_input_image_does_not_change_it_for_later_calls(sandbox: 
     assert r.ok and r.stdout == "(50, 50, 50) (50, 50, 50)\n", r.error
 
 
-def test_cached_input_images_do_not_count_against_the_worker_memory_limit() -> None:
+def test_input_images_do_not_live_in_the_worker() -> None:
+    """Each call maps its own session's pixels; the worker's memory does not grow with them."""
     big = Image.fromarray(np.zeros((3000, 4000, 3), np.uint8))  # 48 MB decoded, each
     with Sandbox(tight_config(num_workers=1, worker_max_rss_mb=200)) as sb:
         sessions = [sb.session(images=[big]) for _ in range(3)]
         pids = sb.worker_pids()
         for s in sessions:
             assert s.run("print(image.size)").stdout == "(4000, 3000)\n"
-        assert sb.worker_pids() == pids  # ~290 MB resident, but 144 MB of it is the cache
+        assert sb.worker_pids() == pids  # not replaced: under 200 MB with 144 MB of inputs
         for s in sessions:
             s.close()
 

@@ -306,6 +306,10 @@ def execute(ep: CallContext) -> list[wire.Bytes]:
     finally:
         sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
     stdout = out.text()
+    try:  # the code may have moved anywhere; relative paths and /mnt/data mean its folder
+        os.chdir(request.out_dir)
+    except OSError as exc:
+        error = error or f"the code's folder is gone: {describe(exc)}"
     notes += clamped[:_MAX_CROP_NOTES]
     if len(clamped) > _MAX_CROP_NOTES:
         notes[-1] += f" ({len(clamped) - _MAX_CROP_NOTES} more crop boxes were clamped too)"
@@ -384,7 +388,8 @@ def _clamp_crops(min_size: int, clamped: list[str]) -> None:
             fixed = crops.clamp_box(box, img.size, min_size)
             if fixed is not box:
                 clamped.append(
-                    f"crop box {_short(box)} was outside the {img.width}x{img.height} image "
+                    f"crop box {_short(repr(tuple(box) if isinstance(box, list) else box))} "
+                    f"was outside the {img.width}x{img.height} image "
                     f"or too small; it was clamped to {fixed}"
                 )
                 box = fixed
@@ -393,9 +398,8 @@ def _clamp_crops(min_size: int, clamped: list[str]) -> None:
     Image.Image.crop = crop
 
 
-def _short(box: Any) -> str:
-    text = repr(tuple(box)) if isinstance(box, list | tuple) else repr(box)
-    return text if len(text) <= 80 else text[:77] + "..."
+def _short(text: str) -> str:
+    return text if len(text) <= 80 else "..." + text[-77:]  # a path's end names the file
 
 
 def _fits(width: int, height: int, max_pixels: int, refused: list[str]) -> bool:

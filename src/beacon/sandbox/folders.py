@@ -165,6 +165,10 @@ class Cleaner:
         else:
             self._jobs.put(job)
 
+    def wait(self) -> None:
+        """Block until every job submitted so far has run."""
+        self._jobs.join()
+
     def close(self) -> None:
         if not self._closed:
             self._closed = True
@@ -177,6 +181,8 @@ class Cleaner:
                 job()
             except Exception:  # a failed cleanup must not stop the others
                 logger.exception("sandbox cleanup failed")
+            finally:
+                self._jobs.task_done()
 
 
 def write_owner(root: str) -> None:

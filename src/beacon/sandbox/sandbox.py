@@ -184,6 +184,10 @@ class Sandbox:
 
         self._cleaner.submit(remove)
 
+    def wait_for_cleanup(self) -> None:
+        """Block until the folders of the sessions closed so far are removed."""
+        self._cleaner.wait()
+
     def close(self) -> None:
         with self._lock:
             if self._closed:

@@ -323,12 +323,15 @@ def _supervise(
         if data.endswith(DONE):
             break
     complete = data.endswith(DONE) and not overflow
+    code = 0
     if not complete:
         _kill_group(spare.pid)
-    code = 0 if complete else spare.wait()
-    if not (timed_out or overflow or complete):
-        _drain(spare.result_r, data, cap, block=False)
-        overflow = len(data) > cap
+        code = spare.wait()
+        if not (timed_out or overflow):
+            _drain(spare.result_r, data, cap, block=False)
+            overflow = len(data) > cap
+            # exited after its whole result (a save that failed at once): it did answer
+            code = 0 if data.endswith(DONE) and not overflow else code
     if data.endswith(DONE):
         del data[-len(DONE) :]
     loaded = data[:1] == STATE_LOADED
