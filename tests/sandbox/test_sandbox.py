@@ -7,6 +7,7 @@ import os
 import shutil
 import signal
 import struct
+import time
 import zlib
 from pathlib import Path
 
@@ -370,3 +371,27 @@ def test_oversized_carried_state_is_not_kept(sandbox: Sandbox) -> None:
         assert s.run("small = 1\nbig = bytearray(9 << 20)").ok  # over max_state_mb=8
         r = s.run("print(small)")
     assert not r.ok and r.error.startswith("NameError")
+
+
+def test_code_repair_counts_against_the_call_deadline(
+    sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Repair runs before the call, inside its timeout_s: a slow one leaves the code no time."""
+    from beacon.sandbox import sandbox as sandbox_module
+    from beacon.sandbox.repair import RepairResult
+
+    def slow_repair(code: str, **kwargs: object) -> RepairResult:
+        time.sleep(sandbox.config.timeout_s)
+        return RepairResult(code)
+
+    monkeypatch.setattr(sandbox_module, "repair_code", slow_repair)
+    with sandbox.session(images=[make_image()]) as s:
+        r = s.run("print('ran')")
+    assert r.timed_out and not r.ok and r.stdout == ""
+    assert r.code == "print('ran')"
+
+
+def test_code_over_the_size_limit_is_refused_before_repair(sandbox: Sandbox) -> None:
+    with sandbox.session(images=[make_image()]) as s:
+        r = s.run("cv.a;" * 20_001)
+    assert not r.ok and "max_code_chars" in r.error and r.repairs == []
