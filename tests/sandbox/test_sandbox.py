@@ -7,6 +7,7 @@ import os
 import shutil
 import signal
 import struct
+import time
 import zlib
 from pathlib import Path
 
@@ -153,7 +154,12 @@ def test_code_repair_runs_before_execution(sandbox: Sandbox) -> None:
         r = s.run("```python\n    c = image.crop((40, 30, 500, 400))\n    c.show()\n```")
     assert r.ok, r.error
     assert r.repairs
-    assert r.images[0].size == (24, 18)  # the box was clamped to the 64x48 image
+    assert r.code == "c = image.crop((40, 30, 500, 400))\nc.show()\n"  # what actually ran
+    assert r.images[0].size == (24, 18)  # the box was clamped at run time to the 64x48 image
+    assert r.notes == [
+        "crop box (40, 30, 500, 400) was outside the 64x48 image or too small; it was clamped "
+        "to (40, 30, 64, 48)"
+    ]
 
 
 def test_call_limit_per_session() -> None:
@@ -194,6 +200,7 @@ def test_closing_a_session_deletes_its_folder(sandbox: Sandbox) -> None:
     folder = Path(s.dir)
     assert (Path(s.host_output_dir) / "f.txt").exists()
     s.close()
+    sandbox.wait_for_cleanup()
     assert not folder.exists()
     with pytest.raises(SandboxError, match="closed"):
         s.run("pass")
@@ -346,14 +353,15 @@ def test_drawing_on_the_input_image_does_not_change_it_for_later_calls(sandbox: 
     assert r.ok and r.stdout == "(50, 50, 50) (50, 50, 50)\n", r.error
 
 
-def test_cached_input_images_do_not_count_against_the_worker_memory_limit() -> None:
+def test_input_images_do_not_live_in_the_worker() -> None:
+    """Each call maps its own session's pixels; the worker's memory does not grow with them."""
     big = Image.fromarray(np.zeros((3000, 4000, 3), np.uint8))  # 48 MB decoded, each
     with Sandbox(tight_config(num_workers=1, worker_max_rss_mb=200)) as sb:
         sessions = [sb.session(images=[big]) for _ in range(3)]
         pids = sb.worker_pids()
         for s in sessions:
             assert s.run("print(image.size)").stdout == "(4000, 3000)\n"
-        assert sb.worker_pids() == pids  # ~290 MB resident, but 144 MB of it is the cache
+        assert sb.worker_pids() == pids  # not replaced: under 200 MB with 144 MB of inputs
         for s in sessions:
             s.close()
 
@@ -363,3 +371,27 @@ def test_oversized_carried_state_is_not_kept(sandbox: Sandbox) -> None:
         assert s.run("small = 1\nbig = bytearray(9 << 20)").ok  # over max_state_mb=8
         r = s.run("print(small)")
     assert not r.ok and r.error.startswith("NameError")
+
+
+def test_code_repair_counts_against_the_call_deadline(
+    sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Repair runs before the call, inside its timeout_s: a slow one leaves the code no time."""
+    from beacon.sandbox import sandbox as sandbox_module
+    from beacon.sandbox.repair import RepairResult
+
+    def slow_repair(code: str, **kwargs: object) -> RepairResult:
+        time.sleep(sandbox.config.timeout_s)
+        return RepairResult(code)
+
+    monkeypatch.setattr(sandbox_module, "repair_code", slow_repair)
+    with sandbox.session(images=[make_image()]) as s:
+        r = s.run("print('ran')")
+    assert r.timed_out and not r.ok and r.stdout == ""
+    assert r.code == "print('ran')"
+
+
+def test_code_over_the_size_limit_is_refused_before_repair(sandbox: Sandbox) -> None:
+    with sandbox.session(images=[make_image()]) as s:
+        r = s.run("cv.a;" * 20_001)
+    assert not r.ok and "max_code_chars" in r.error and r.repairs == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import struct
@@ -203,3 +204,38 @@ def test_worker_status_explains_a_stopped_call(worker: dict, message: str) -> No
     result = decode_result(reply(good_child(), **worker), CFG)
     assert not result.ok
     assert message in result.error
+
+
+def test_a_deeply_nested_forged_header_is_a_malformed_result_not_a_crash() -> None:
+    """Before: 60 000 nested '[' made json.loads raise RecursionError out of Session.run()."""
+    head = b"[" * 60_000 + b"]" * 60_000
+    frame = wire.Frame({"op": "result", "exit_code": 0}, [struct.pack("<I", len(head)) + head])
+    result = decode_result(frame, CFG)
+    assert not result.ok and "nested too deeply" in result.error
+
+
+@pytest.mark.parametrize(
+    "child",
+    [
+        good_child(stdout="caf\udce9"),
+        good_child(error="Bad: \ud800"),
+        good_child(notes=["x\udfff"]),
+        good_child(stdout="ok", error=None, notes=[5, None, "fine"]),
+    ],
+)
+def test_results_hold_valid_utf8_only(child: dict) -> None:
+    """Before: lone surrogates came back in stdout/error and broke the eval's JSONL writer."""
+    result = decode_result(reply(child), CFG)
+    texts = [result.stdout, result.error or "", *result.notes]
+    json.dumps(texts, ensure_ascii=False).encode("utf-8")
+    assert all("\\ud" in t or "\\udc" in t or t.isascii() for t in texts)
+
+
+def test_run_request_round_trips_and_refuses_other_fields() -> None:
+    fields = {f.name: 1 for f in dataclasses.fields(wire.RunRequest)}
+    request = wire.RunRequest(**fields)
+    header = json.loads(wire.encode_frame(request.to_header())[4:])
+    assert wire.RunRequest.from_header(header) == request
+    for body in ({**fields, "extra": 1}, {k: v for k, v in fields.items() if k != "code"}, []):
+        with pytest.raises(ValueError, match="exactly the fields"):
+            wire.RunRequest.from_header({"op": "run", "request": body})

@@ -36,6 +36,9 @@ class SandboxConfig:
     max_image_pixels: int = 4096 * 4096  # pixels per returned image; larger ones are refused
     max_input_pixels: int = MAX_IMAGE_PIXELS  # pixels per input image (decompression bombs)
     max_calls_per_session: int = 64  # calls one session may run before it answers with an error
+    max_code_chars: int = 100_000  # longer code is refused before repair (repair is linear)
+    session_disk_mb: int = 512  # files a session may keep in its folder, in MB (as root: tmpfs)
+    session_files: int = 20_000  # files and folders a session may create (as root: tmpfs inodes)
     carry_variables: bool = True  # keep picklable variables between a session's calls (Thyme)
     max_state_mb: int = 64  # carried variables larger than this (pickled) are all dropped
     num_workers: int = field(default_factory=_default_workers)  # pre-forked worker processes
@@ -43,7 +46,6 @@ class SandboxConfig:
     root_dir: str | None = None  # episode folders; None: a fresh one in /dev/shm (or $TMPDIR)
     child_uid_base: int = 200_000  # as root, sessions run as uids above this (one per session)
     worker_max_rss_mb: int = 2048  # a worker whose resident memory exceeds this is replaced
-    cached_sessions_per_worker: int = 8  # sessions whose decoded images a worker keeps
     startup_timeout_s: float = 60.0  # time a worker may take to import its libraries
     worker_grace_s: float = 30.0  # extra wait past timeout_s before a silent worker is replaced
     repair: RepairConfig | None = field(default_factory=RepairConfig)  # None: run code as given
@@ -80,8 +82,8 @@ _POSITIVE = frozenset(
     {
         "timeout_s", "memory_mb", "max_file_mb", "max_processes", "max_stdout_chars",
         "max_images", "max_image_pixels", "max_input_pixels", "max_calls_per_session",
-        "max_state_mb", "num_workers", "worker_max_rss_mb", "cached_sessions_per_worker",
-        "startup_timeout_s", "worker_grace_s",
+        "max_code_chars", "session_disk_mb", "session_files", "max_state_mb", "num_workers",
+        "worker_max_rss_mb", "startup_timeout_s", "worker_grace_s",
     }
 )  # fmt: skip
 
@@ -91,8 +93,10 @@ class ExecResult:
     """What one call produced, ready to show to the model.
 
     `error` is a short text (exception type, message and line, or why the call was stopped);
-    `notes` are remarks that are not failures (a refused image, carried variables lost);
-    `repairs` lists what code repair changed before running.
+    `notes` are remarks for the model that are not failures, one short sentence each (images
+    dropped over the cap, an unreadable printed image path skipped, a crop box clamped at run
+    time, carried variables reset); `repairs` lists what code repair changed before running,
+    and `code` is the code that actually ran (after repair). Every text is valid UTF-8.
     """
 
     ok: bool
@@ -103,3 +107,4 @@ class ExecResult:
     elapsed_s: float = 0.0
     notes: list[str] = field(default_factory=list)
     repairs: list[str] = field(default_factory=list)
+    code: str = ""

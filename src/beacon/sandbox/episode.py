@@ -1,12 +1,16 @@
 """What runs inside the locked-down child: the namespace, the code, the returned images.
 
-Runs in the jail next to `worker.py` (copied there with `wire.py`); it only ever sees one
-session's data, after rlimits, the uid drop and seccomp are in place.
+Runs in the jail next to `worker.py` (copied there with `wire.py` and `crops.py`); it only ever
+sees one session's data, after rlimits, the uid drop and seccomp are in place. The input images
+are mapped from the raw pixel files the trusted side wrote into the session's folder
+(copy-on-write: drawing on `image` changes nothing on disk), so no process that serves other
+sessions ever holds them.
 
 Thyme compatibility: the code sees `image` (PIL, the original), `image_path` (a readable copy),
 the usual modules pre-imported; images come back from `Image.show()`, `plt.show()`, printed
 image paths and a new or updated `processed_path` variable. Paths under Thyme's
-`/mnt/data/temp_processed_images/` resolve to the session's output folder.
+`/mnt/data/temp_processed_images/` resolve to the session's output folder. `Image.crop` clamps
+its box into the image (`crops.clamp_box`) and says so in the call's notes.
 
 Carried variables are pickled to the session's state file by the child that made them and
 unpickled by the next child, lazily: a call loads only the variables its code names, and the
@@ -46,10 +50,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import crops
 import cv2
 import matplotlib
 import numpy as np
-import repair
 import wire
 from PIL import Image, ImageDraw, ImageEnhance, ImageFilter, ImageFont, ImageOps
 
@@ -66,11 +70,15 @@ _DYNAMIC_NAMES = frozenset({"globals", "vars", "eval", "exec", "locals", "dir"})
 """Code that names one of these may reach any variable, so all carried ones are loaded."""
 
 
-@dataclass
-class Episode:
-    """One call's view of the session: the compiled code, its namespace, its carried state."""
+_MAX_CROP_NOTES = 3
+"""Clamped crops noted one by one; further ones are counted in the last note."""
 
-    request: dict[str, Any]
+
+@dataclass
+class CallContext:
+    """One call's view of its session: the compiled code, its namespace, its carried state."""
+
+    request: wire.RunRequest
     code: types.CodeType | None = None
     syntax_error: str | None = None
     ns: dict[str, Any] = field(default_factory=dict)
@@ -82,16 +90,19 @@ class Episode:
     lock_fd: int = -1  # the session's state lock, held from claim_state until exit
 
 
-def prepare(request: dict[str, Any], images: list[Image.Image]) -> Episode:
+def prepare(request: wire.RunRequest) -> CallContext:
     """Compile the code and build its namespace, restoring the carried variables it names."""
-    ep = Episode(request)
+    ep = CallContext(request)
     try:
-        ep.code = compile(request["code"], "<code>", "exec")
+        ep.code = compile(request.code, "<code>", "exec")
     except Exception as exc:  # SyntaxError, ValueError (NUL bytes), RecursionError, ...
         ep.syntax_error = describe(exc)
-    os.environ["TMPDIR"] = request["out_dir"]  # the only writable folder
+    os.environ["TMPDIR"] = request.out_dir  # the only writable folder
     tempfile.tempdir = None
-    paths = request["image_paths"]
+    paths = request.image_paths
+    images = [
+        _map_pixels(p, s) for p, s in zip(request.pixel_files, request.image_sizes, strict=True)
+    ]
     ep.ns = {
         "__name__": "__main__",
         "__builtins__": builtins,
@@ -101,17 +112,29 @@ def prepare(request: dict[str, Any], images: list[Image.Image]) -> Episode:
         "ImageFilter": ImageFilter, "ImageFont": ImageFont, "ImageOps": ImageOps,
         "image": images[0] if images else None, "images": list(images),
         "image_path": paths[0] if paths else None, "image_paths": list(paths),
-        "output_dir": request["output_dir"], repair.CLAMP_HELPER_NAME: repair.clamp_box,
+        "output_dir": request.output_dir,
     }  # fmt: skip
     ep.presets = {name: ep.ns[name] for name in _PRESET_NAMES}
-    if request["carry"] and ep.code is not None:
-        ep.announced = _read_names(request["state_path"] + ".names")
+    if request.carry and ep.code is not None:
+        ep.announced = _read_names(request.state_path + ".names")
         names = _global_names(ep.code)
-        dynamic = names & _DYNAMIC_NAMES or "__dict__" in request["code"]
+        dynamic = names & _DYNAMIC_NAMES or "__dict__" in request.code
         if dynamic or names & ep.announced:  # (a preset name counts: the code may rebind it)
             claim_state(ep)
             _load_variables(ep, ep.carried.keys() if dynamic else ep.carried.keys() & names)
     return ep
+
+
+def _map_pixels(path: str, size: list[int]) -> Image.Image:
+    """An RGB image over a raw RGBX pixel file, mapped copy-on-write (no copy, no decoding).
+
+    Pillow stores RGB as 4 bytes per pixel, so RGBX bytes are its exact memory layout.
+    """
+    width, height = size
+    with open(path, "rb") as f:
+        buf = mmap.mmap(f.fileno(), width * height * 4, access=mmap.ACCESS_COPY)
+    core = Image.core.map_buffer(buf, (width, height), "raw", 0, ("RGB", width * 4, 1))
+    return Image.new("RGB", (0, 0))._new(core)
 
 
 _LOADS = frozenset({"LOAD_NAME", "LOAD_GLOBAL", "DELETE_NAME", "DELETE_GLOBAL"})
@@ -159,12 +182,12 @@ _STATE_MAGIC = b"BCNVARS1"
 _NAMES_HEAD = struct.Struct("<Q")  # number of the call that announced; then names, one a line
 
 
-def claim_state(ep: Episode) -> None:
+def claim_state(ep: CallContext) -> None:
     """Take the session's state lock (waiting for the previous call's save) and read the
     state's index; notes a previous save that never finished. Idempotent."""
     if ep.lock_fd >= 0:
         return
-    path = ep.request["state_path"]
+    path = ep.request.state_path
     ep.lock_fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     fcntl.flock(ep.lock_fd, fcntl.LOCK_EX)
     saved_by = 0
@@ -221,7 +244,7 @@ def _read_call_number(path: str) -> int:
         return 0
 
 
-def _load_variables(ep: Episode, wanted: Iterable[str]) -> None:
+def _load_variables(ep: CallContext, wanted: Iterable[str]) -> None:
     failed = []
     for name in wanted:
         try:
@@ -233,7 +256,7 @@ def _load_variables(ep: Episode, wanted: Iterable[str]) -> None:
         ep.notes.append(f"could not restore carried variables: {', '.join(failed)[:200]}")
 
 
-def announce_state(ep: Episode) -> None:
+def announce_state(ep: CallContext) -> None:
     """Before answering: hold the state lock and tell the next call which names it may find.
 
     The names are those `save_state` will try; the ones that fail to pickle make the next call
@@ -241,32 +264,34 @@ def announce_state(ep: Episode) -> None:
     """
     claim_state(ep)
     names = {name for name in ep.carried if name not in ep.loaded} | set(_to_save(ep))
-    path = ep.request["state_path"] + ".names"
+    path = ep.request.state_path + ".names"
     with open(path + ".tmp", "wb") as f:
-        f.write(_NAMES_HEAD.pack(ep.request["call"]) + "\n".join(sorted(names)).encode())
+        f.write(_NAMES_HEAD.pack(ep.request.call) + "\n".join(sorted(names)).encode())
     os.replace(path + ".tmp", path)
 
 
-def _to_save(ep: Episode) -> dict[str, Any]:
-    """The namespace entries worth carrying: not modules, helpers or untouched presets."""
+def _to_save(ep: CallContext) -> dict[str, Any]:
+    """The namespace entries worth carrying: not modules or untouched presets."""
     return {
         name: value
         for name, value in ep.ns.items()
         if not name.startswith("__")
-        and name != repair.CLAMP_HELPER_NAME
         and not isinstance(value, types.ModuleType)
         and ep.presets.get(name, _MISSING) is not value
     }
 
 
-def execute(ep: Episode) -> list[wire.Bytes]:
+def execute(ep: CallContext) -> list[wire.Bytes]:
     """Run the code and return the result frame (text, error, notes, raw images), in pieces."""
     request, ns, notes = ep.request, ep.ns, ep.notes
-    out = _CappedText(request["max_stdout_chars"])
+    out = _CappedText(request.max_stdout_chars)
     shown: list[Image.Image] = []
     before = dict(ns)
     refused: list[str] = []  # images over the pixel limit: the call fails with the reason
-    _capture_shows(shown, request["max_image_pixels"], refused)
+    _capture_shows(shown, request.max_image_pixels, refused)
+    clamped: list[str] = []
+    if request.clamp_crops:
+        _clamp_crops(request.min_crop_size, clamped)
     sys.stdout = sys.stderr = out
     start = time.time()
     error = ep.syntax_error
@@ -281,19 +306,28 @@ def execute(ep: Episode) -> list[wire.Bytes]:
     finally:
         sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
     stdout = out.text()
-    if request["carry"]:
+    try:  # the code may have moved anywhere; relative paths and /mnt/data mean its folder
+        os.chdir(request.out_dir)
+    except OSError as exc:
+        error = error or f"the code's folder is gone: {describe(exc)}"
+    notes += clamped[:_MAX_CROP_NOTES]
+    if len(clamped) > _MAX_CROP_NOTES:
+        notes[-1] += f" ({len(clamped) - _MAX_CROP_NOTES} more crop boxes were clamped too)"
+    if request.carry:
         try:
             announce_state(ep)
         except Exception as exc:  # the code broke its own state folder
             notes.append(f"carried variables cannot be saved ({describe(exc)})"[:300])
     try:
-        images = shown + _file_images(stdout, ns, before, start, request, refused)
+        images = shown + _file_images(stdout, ns, before, start, request, refused, notes)
     except BaseException as exc:
         images, error = shown, error or f"collecting images failed: {describe(exc)}"
     error = error or (refused[0] if refused else None)
-    if len(images) > request["max_images"]:
-        notes.append(f"{len(images)} images returned; only the first {request['max_images']} kept")
-        images = images[: request["max_images"]]
+    if len(images) > request.max_images:
+        notes.append(
+            f"{len(images)} images were returned; only the first {request.max_images} were kept"
+        )
+        images = images[: request.max_images]
     metas, blobs = [], []
     for img in images:
         img = img if img.mode in wire.IMAGE_CHANNELS else img.convert("RGB")
@@ -345,6 +379,29 @@ def _capture_shows(shown: list, max_pixels: int, refused: list[str]) -> None:
     plt.show = show_figures
 
 
+def _clamp_crops(min_size: int, clamped: list[str]) -> None:
+    """Make `Image.crop` clamp its box into the image, noting each box it changes."""
+    original = Image.Image.crop
+
+    def crop(img: Image.Image, box: Any = None) -> Image.Image:
+        if box is not None:
+            fixed = crops.clamp_box(box, img.size, min_size)
+            if fixed is not box:
+                clamped.append(
+                    f"crop box {_short(repr(tuple(box) if isinstance(box, list) else box))} "
+                    f"was outside the {img.width}x{img.height} image "
+                    f"or too small; it was clamped to {fixed}"
+                )
+                box = fixed
+        return original(img, box)
+
+    Image.Image.crop = crop
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= 80 else "..." + text[-77:]  # a path's end names the file
+
+
 def _fits(width: int, height: int, max_pixels: int, refused: list[str]) -> bool:
     if width * height <= max_pixels:
         return True
@@ -356,11 +413,18 @@ def _fits(width: int, height: int, max_pixels: int, refused: list[str]) -> bool:
 
 
 def _file_images(
-    stdout: str, ns: dict, before: dict, start: float, request: dict, refused: list[str]
+    stdout: str,
+    ns: dict,
+    before: dict,
+    start: float,
+    request: wire.RunRequest,
+    refused: list[str],
+    notes: list[str],
 ) -> list[Image.Image]:
     """Images named by printed paths or by a new/updated `processed_path` variable.
 
     The input images themselves are never returned this way (printing `image_path` is common).
+    A path that cannot be read as an image is skipped with a note; the others still come back.
     """
     candidates = _IMAGE_PATH.findall(stdout)
     value = ns.get("processed_path")
@@ -369,25 +433,34 @@ def _file_images(
         for path in values:
             if value != before.get("processed_path") or _modified_since(path, start):
                 candidates.append(path)
-    images, seen = [], {os.path.realpath(p) for p in request["image_paths"]}
+    images, seen = [], {os.path.realpath(p) for p in request.image_paths}
     for path in candidates:
         if path.startswith(THYME_OUTPUT_DIR) and not os.path.exists(path):
-            path = os.path.join(request["out_dir"], path[len(THYME_OUTPUT_DIR) :])
+            path = os.path.join(request.out_dir, path[len(THYME_OUTPUT_DIR) :])
         real = os.path.realpath(path)
         if real in seen or not os.path.isfile(real):
             continue
         seen.add(real)
         try:
-            opened = Image.open(real)
+            image = _read_image(real, request.max_image_pixels, refused)
         except Image.DecompressionBombError as exc:
             refused.append(f"image {path} refused: {exc}")
             continue
-        with opened as img:
-            if not _fits(img.width, img.height, request["max_image_pixels"], refused):
-                continue
-            img.load()
-            images.append(img.copy())
+        except Exception as exc:  # unreadable, not an image, truncated: PIL raises many types
+            notes.append(f"{_short(path)} could not be read as an image ({type(exc).__name__}); "
+                         "it was skipped")  # fmt: skip
+            continue
+        if image is not None:
+            images.append(image)
     return images
+
+
+def _read_image(path: str, max_pixels: int, refused: list[str]) -> Image.Image | None:
+    with Image.open(path) as img:
+        if not _fits(img.width, img.height, max_pixels, refused):
+            return None
+        img.load()
+        return img.copy()
 
 
 def _modified_since(path: str, start: float) -> bool:
@@ -397,7 +470,7 @@ def _modified_since(path: str, start: float) -> bool:
         return False
 
 
-def save_state(ep: Episode) -> None:
+def save_state(ep: CallContext) -> None:
     """Write the variables for the next call: unloaded ones as they were, the rest re-pickled.
 
     Unpicklable values (modules, functions and classes the code defined) are skipped; if the
@@ -413,18 +486,18 @@ def save_state(ep: Episode) -> None:
             stored[name] = pickle.dumps(value, protocol=5)
         except BaseException:
             continue
-    if sum(len(b) for b in stored.values()) > ep.request["max_state_bytes"]:
+    if sum(len(b) for b in stored.values()) > ep.request.max_state_bytes:
         stored = {}
     names = [name.encode() for name in stored]
-    head = [_STATE_HEAD.pack(_STATE_MAGIC, ep.request["call"], len(stored))]
+    head = [_STATE_HEAD.pack(_STATE_MAGIC, ep.request.call, len(stored))]
     for name, blob in zip(names, stored.values(), strict=True):
         head += [_STATE_ENTRY.pack(len(name), len(blob)), name]
-    tmp = ep.request["state_path"] + ".tmp"
+    tmp = ep.request.state_path + ".tmp"
     with open(tmp, "wb") as f:
         f.write(b"".join(head))
         for blob in stored.values():
             f.write(blob)
-    os.replace(tmp, ep.request["state_path"])
+    os.replace(tmp, ep.request.state_path)
 
 
 _MISSING = object()

@@ -161,7 +161,6 @@ class WorkerSlot:
         self.index = index
         self.lock = threading.Lock()
         self.sessions = 0  # open sessions pinned here; guarded by the Sandbox's lock
-        self.pending_drops: list[str] = []  # closed sessions to evict from the worker's cache
         self._start = start
         self.worker: Worker | None = None
 
@@ -180,7 +179,6 @@ class WorkerSlot:
         if self.worker is not None:
             self.worker.kill()
         self.worker = None
-        self.pending_drops.clear()
 
     @property
     def pid(self) -> int:

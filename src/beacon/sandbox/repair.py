@@ -1,10 +1,14 @@
 """Code repair: fixes mechanical mistakes in model-written code before the sandbox runs it.
 
 Thyme-compatible: models trained on Thyme data write markdown fences, stray indentation, ``cv.``
-for ``cv2.``, crop boxes outside the image, invented image paths, and save to Thyme's
-``/mnt/data/temp_processed_images/``. Repairing these keeps an episode about visual reasoning
-rather than about typos. This is a pure function: no I/O, no execution. It edits the text at
-``ast`` node positions, so code that needs no repair comes back byte for byte with no changes.
+for ``cv2.``, invented image paths, and save to Thyme's ``/mnt/data/temp_processed_images/``.
+Repairing these keeps an episode about visual reasoning rather than about typos. This is a pure
+function: no I/O, no execution. It edits the text at ``ast`` node positions, so code that needs
+no repair comes back byte for byte with no changes. It runs in time linear in the code's length
+(the sandbox also caps that length, ``SandboxConfig.max_code_chars``).
+
+Crop boxes are not repaired here: the sandbox clamps them at run time, in ``Image.crop`` itself
+(``beacon.sandbox.crops``), where the box's real value and the real image size are known.
 
 Repairs, in order:
 
@@ -19,17 +23,8 @@ Repairs, in order:
    ``Image.open``, ``*.imread`` or ``open(path[, "r"/"rb"])``, directly or through a name bound
    only to it (``p = "a.jpg"; Image.open(p)``), and is neither ``image_path``, nor under
    ``output_dir``, nor saved by the same code, becomes ``image_path``.
-6. ``X.crop(box)``: if this code bound ``X`` only to ``Image.open(<input image>)`` (or ``X`` is that
-   call) and ``box`` is four number literals, an invalid box is rewritten in place to
-   ``clamp_box(box, image_size, min_crop_size)``. Any other crop on a plain name or attribute gets
-   its box checked at run time, ``X.crop(_beacon_clamp_box(box, X.size, 4))``, except a literal
-   box valid for the input image on the sandbox's preset ``image``. The sandbox must therefore
-   put :func:`clamp_box` into the namespace under :data:`CLAMP_HELPER_NAME`.
-
 What is not covered:
 
-- numpy slicing (``arr[y0:y1, x0:x1]``), where negative indices wrap around silently;
-- crops on call results with a non-literal box (``Image.open(p).crop(box)``);
 - f-string paths; relative image paths saved by an earlier call are taken for invented ones;
 - ``image_path`` rebound by an earlier call (the sandbox carries variables) is still taken for
   the input image;
@@ -40,17 +35,13 @@ What is not covered:
 from __future__ import annotations
 
 import ast
-import math
-import numbers
 import posixpath
 import re
 import textwrap
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
-CLAMP_HELPER_NAME = "_beacon_clamp_box"  # one leading underscore: "__x" is mangled in classes
 THYME_SAVE_DIR = "/mnt/data/temp_processed_images"
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".gif", ".tif", ".tiff")
 
@@ -62,12 +53,12 @@ _Edit = tuple[int, int, str]  # (start, end, replacement) offsets into the text
 
 @dataclass(frozen=True)
 class RepairConfig:
-    min_crop_size: int = 4  # smallest crop side in pixels; smaller boxes grow around their centre
+    min_crop_size: int = 4  # smallest side of a box clamped at run time (see crops.clamp_box)
     thyme_save_dir: str = THYME_SAVE_DIR  # folder Thyme models save to; rewritten to output_dir
     fix_indentation: bool = True  # tabs, common indentation, a misaligned first line
     fix_cv_alias: bool = True  # cv. -> cv2.
     fix_image_paths: bool = True  # invented image paths -> image_path
-    clamp_crops: bool = True  # crop boxes ordered and clamped into the image
+    clamp_crops: bool = True  # Image.crop boxes ordered and clamped into the image at run time
 
 
 @dataclass
@@ -80,14 +71,13 @@ class RepairResult:
 def repair_code(
     code: str,
     *,
-    image_size: tuple[int, int],
     image_path: str,
     output_dir: str,
     config: RepairConfig | None = None,
     other_image_paths: Sequence[str] = (),
 ) -> RepairResult:
-    """Repairs model code for an episode whose input image is ``image_path`` of ``image_size``
-    (width, height) and whose outputs go to ``output_dir``. See the module docstring.
+    """Repairs model code for an episode whose input image is ``image_path`` and whose outputs
+    go to ``output_dir``. See the module docstring.
 
     ``other_image_paths``: further real inputs of a multi-image episode; reads of them are kept.
     """
@@ -104,61 +94,13 @@ def repair_code(
         changes.append(f"code does not parse ({error}); crop, path and cv2 repairs skipped")
         return RepairResult(code, changes, error)
     inputs = (image_path, *other_image_paths)
-    episode = _Episode(tree, code, image_size, inputs, output_dir, config)
+    parsed = _ParsedCode(tree, code, inputs, output_dir)
     edits: list[_Edit] = []
     if config.fix_cv_alias:
-        edits += _cv_edits(episode, changes)
+        edits += _cv_edits(parsed, changes)
     if config.fix_image_paths:
-        edits += _path_edits(episode, changes)
-    if config.clamp_crops:
-        edits += _crop_edits(episode, changes)
+        edits += _path_edits(parsed, changes)
     return RepairResult(_apply_edits(code, edits), changes)
-
-
-def clamp_box(box: Any, size: Any, min_size: int = 4) -> Any:
-    """A crop box (x0, y0, x1, y1) ordered, clamped into an image of ``size`` (w, h), and at
-    least ``min_size`` pixels per side (or the whole side when the image is smaller).
-
-    A valid box is returned as given (floats kept); a repaired one as a tuple of ints, its edges
-    rounded outwards. A box lying outside the image becomes the ``min_size`` strip at the nearest
-    edge. Anything but four finite numbers and a positive (w, h) pair comes back unchanged, so
-    that PIL reports its own error. The sandbox injects this as :data:`CLAMP_HELPER_NAME`.
-    """
-    if not (_finite_numbers(box, 4) and _finite_numbers(size, 2)) or min(size) < 1:
-        return box
-    if _box_is_valid(box, size, min_size):
-        return box
-    x0, x1 = _clamp_span(box[0], box[2], int(size[0]), min_size)
-    y0, y1 = _clamp_span(box[1], box[3], int(size[1]), min_size)
-    return (x0, y0, x1, y1)
-
-
-def _clamp_span(a: float, b: float, limit: int, min_size: int) -> tuple[int, int]:
-    """One side of a box: ordered, inside [0, limit], grown around its centre to min_size."""
-    lo = min(max(math.floor(min(a, b)), 0), limit)
-    hi = min(max(math.ceil(max(a, b)), 0), limit)
-    need = min(min_size, limit)
-    if hi - lo < need:
-        lo = min(max((lo + hi - need) // 2, 0), limit - need)
-        hi = lo + need
-    return lo, hi
-
-
-def _box_is_valid(box: Any, size: Any, min_size: int) -> bool:
-    x0, y0, x1, y1 = box
-    width, height = size
-    fits_x = x0 >= 0 and x0 + min(min_size, width) <= x1 <= width
-    return fits_x and y0 >= 0 and y0 + min(min_size, height) <= y1 <= height
-
-
-def _finite_numbers(values: Any, count: int) -> bool:
-    try:
-        return len(values) == count and all(
-            isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
-            for v in values
-        )
-    except TypeError:
-        return False
 
 
 # ------------------------------------------------------------------------- text-level repairs
@@ -267,24 +209,23 @@ def _apply_edits(code: str, edits: list[_Edit]) -> str:
 # -------------------------------------------------------------------------- ast-level repairs
 
 
-class _Episode:
+class _ParsedCode:
     """The parsed code with what the ast repairs share: offsets, bindings, saved paths."""
 
     def __init__(
         self,
         tree: ast.Module,
         code: str,
-        image_size: tuple[int, int],
         image_paths: Sequence[str],
         output_dir: str,
-        config: RepairConfig,
     ):
-        self.tree, self.code, self.config = tree, code, config
-        self.image_size, self.image_path = image_size, image_paths[0]
+        self.tree, self.code = tree, code
+        self.image_path = image_paths[0]
         self.real_paths = {posixpath.normpath(path) for path in image_paths}
         self.output_dir = posixpath.normpath(output_dir)
         lines = _LINE_BREAK.split(code)
         self.lines = lines
+        self._line_bytes: dict[int, bytes] = {}
         self.line_starts = [0]
         for line in lines[:-1]:
             self.line_starts.append(self.line_starts[-1] + len(line))
@@ -316,41 +257,33 @@ class _Episode:
             same = False
         return (start, end) if same else None
 
-    def source(self, node: ast.AST) -> str:
-        start = self._offset(node.lineno, node.col_offset)
-        return self.code[start : self._offset(node.end_lineno, node.end_col_offset)]
-
     def _offset(self, lineno: int, col: int) -> int:
+        """Text offset of ast's (line, UTF-8 byte column); O(1) on ASCII lines, so that the
+        repair stays linear in the code's length even when it is one long line."""
         line = self.lines[lineno - 1]
-        return self.line_starts[lineno - 1] + len(line.encode()[:col].decode(errors="ignore"))
+        if not line.isascii():
+            if lineno not in self._line_bytes:
+                self._line_bytes[lineno] = line.encode()
+            col = len(self._line_bytes[lineno][:col].decode(errors="ignore"))
+        return self.line_starts[lineno - 1] + col
 
     def is_invented_path(self, path: str) -> bool:
-        """An image path the code reads that cannot be a real file of this episode."""
+        """An image path the code reads that cannot be a real file of this parsed."""
         if not path.lower().endswith(IMAGE_EXTENSIONS) or path in self.saved_paths:
             return False
         normal = posixpath.normpath(path)
         under_output = normal.startswith(self.output_dir + "/")
         return normal not in self.real_paths and not under_output
 
-    def is_input_path(self, node: ast.AST) -> bool:
-        if isinstance(node, ast.Name) and node.id in self.path_names:
-            return all(self.is_input_path(path) for path in self.path_names[node.id])
-        if isinstance(node, ast.Name):
-            return node.id == "image_path" and self.bindings["image_path"] == 0
-        if not _is_string(node):
-            return False
-        invented = self.config.fix_image_paths and self.is_invented_path(node.value)
-        return invented or posixpath.normpath(node.value) == posixpath.normpath(self.image_path)
 
-
-def _cv_edits(episode: _Episode, changes: list[str]) -> list[_Edit]:
-    if episode.bindings["cv"]:
+def _cv_edits(parsed: _ParsedCode, changes: list[str]) -> list[_Edit]:
+    if parsed.bindings["cv"]:
         return []
     edits, lines = [], []
-    for node in episode.nodes:
+    for node in parsed.nodes:
         if not (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)):
             continue
-        span = episode.span(node.value) if node.value.id == "cv" else None
+        span = parsed.span(node.value) if node.value.id == "cv" else None
         if span is not None:
             edits.append((*span, "cv2"))
             lines.append(node.lineno)
@@ -359,146 +292,17 @@ def _cv_edits(episode: _Episode, changes: list[str]) -> list[_Edit]:
     return edits
 
 
-def _path_edits(episode: _Episode, changes: list[str]) -> list[_Edit]:
-    read = {id(p): p for node in episode.nodes for p in episode.path_args(node, _reads_image)}
+def _path_edits(parsed: _ParsedCode, changes: list[str]) -> list[_Edit]:
+    read = {id(p): p for node in parsed.nodes for p in parsed.path_args(node, _reads_image)}
     edits = []
     for path in sorted(read.values(), key=lambda p: (p.lineno, p.col_offset)):
-        span = episode.span(path) if episode.is_invented_path(path.value) else None
+        span = parsed.span(path) if parsed.is_invented_path(path.value) else None
         if span is not None:
-            edits.append((*span, repr(episode.image_path)))
+            edits.append((*span, repr(parsed.image_path)))
             changes.append(
-                f"line {path.lineno}: image path {path.value!r} -> {episode.image_path!r}"
+                f"line {path.lineno}: image path {path.value!r} -> {parsed.image_path!r}"
             )
     return edits
-
-
-def _crop_edits(episode: _Episode, changes: list[str]) -> list[_Edit]:
-    """Literal boxes on the input image are fixed in place; other boxes are checked at run time.
-
-    The sandbox's preset ``image`` is the input image unless an earlier call rebound it (the
-    sandbox carries variables between calls), which this code cannot see: a literal box valid
-    for the input image is left alone there, any other is checked at run time.
-    """
-    originals = _input_image_names(episode)
-    min_size = episode.config.min_crop_size
-    edits = []
-    for node in episode.nodes:
-        box = _crop_box_arg(node)
-        span = episode.span(box) if box is not None else None
-        if span is None:
-            continue
-        receiver = node.func.value
-        literal = _literal_box(box)
-        preset = isinstance(receiver, ast.Name) and receiver.id == "image"
-        preset = preset and episode.bindings["image"] == 0
-        if literal is not None and _is_input_image(receiver, originals, episode):
-            edits += _clamp_literal_box(box, literal, span, episode, changes)
-        elif (
-            literal is not None and preset and _box_is_valid(literal, episode.image_size, min_size)
-        ):
-            continue
-        elif _is_plain_reference(receiver) and episode.span(receiver) is not None:
-            target = episode.source(receiver)
-            edits += [
-                (span[0], span[0], f"{CLAMP_HELPER_NAME}("),
-                (span[1], span[1], f", {target}.size, {min_size})"),
-            ]
-            changes.append(
-                f"line {node.lineno}: box of {target}.crop checked at run time "
-                f"by {CLAMP_HELPER_NAME}"
-            )
-    return edits
-
-
-def _clamp_literal_box(
-    box: ast.expr, literal: tuple, span: tuple[int, int], episode: _Episode, changes: list[str]
-) -> list[_Edit]:
-    width, height = episode.image_size
-    fixed = clamp_box(literal, (width, height), episode.config.min_crop_size)
-    if fixed is literal:
-        return []
-    numbers_text = ", ".join(map(str, fixed))
-    text = f"({numbers_text})" if isinstance(box, ast.Tuple) else f"[{numbers_text}]"
-    changes.append(
-        f"line {box.lineno}: crop box {literal} -> {fixed} for the {width}x{height} image"
-    )
-    return [(*span, text)]
-
-
-def _crop_box_arg(node: ast.AST) -> ast.expr | None:
-    """The box of ``X.crop(box)`` or ``X.crop(box=box)``, else None."""
-    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
-        return None
-    if node.func.attr != "crop":
-        return None
-    if len(node.args) == 1 and not node.keywords and not isinstance(node.args[0], ast.Starred):
-        return node.args[0]
-    if not node.args and len(node.keywords) == 1 and node.keywords[0].arg == "box":
-        return node.keywords[0].value
-    return None
-
-
-def _literal_box(node: ast.AST) -> tuple[float, ...] | None:
-    if not (isinstance(node, (ast.Tuple, ast.List)) and len(node.elts) == 4):
-        return None
-    values = [_number_literal(elt) for elt in node.elts]
-    return None if None in values else tuple(values)
-
-
-def _number_literal(node: ast.AST) -> float | None:
-    sign = 1
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-        sign = -1 if isinstance(node.op, ast.USub) else 1
-        node = node.operand
-    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
-        return sign * node.value
-    return None
-
-
-def _is_plain_reference(node: ast.AST) -> bool:
-    """A name or attribute chain (``img``, ``self.img``): safe to evaluate twice."""
-    while isinstance(node, ast.Attribute):
-        node = node.value
-    return isinstance(node, ast.Name)
-
-
-def _input_image_names(episode: _Episode) -> set[str]:
-    """Names that can only hold the input image: each binding here is ``Image.open(<input>)``."""
-    opened: Counter[str] = Counter()
-    for node in episode.nodes:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1:
-            target, value = node.targets[0], node.value
-        elif isinstance(node, ast.withitem):
-            target, value = node.optional_vars, node.context_expr
-        else:
-            continue
-        if isinstance(target, ast.Name) and _opens_input_image(value, episode):
-            opened[target.id] += 1
-    return {name for name, count in opened.items() if count == episode.bindings[name]}
-
-
-def _is_input_image(node: ast.AST, originals: set[str], episode: _Episode) -> bool:
-    return (isinstance(node, ast.Name) and node.id in originals) or _opens_input_image(
-        node, episode
-    )
-
-
-def _opens_input_image(node: ast.AST, episode: _Episode) -> bool:
-    """``Image.open(<input image>)``, maybe followed by ``.convert(...)``/``.copy()``."""
-    while (
-        isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Attribute)
-        and node.func.attr in ("convert", "copy")
-    ):
-        node = node.func.value
-    return (
-        isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Attribute)
-        and node.func.attr == "open"
-        and _is_pil_image_module(node.func.value)
-        and bool(node.args)
-        and episode.is_input_path(node.args[0])
-    )
 
 
 def _reads_image(call: ast.Call) -> bool:

@@ -2,8 +2,9 @@
 
 The worker's header says how the child ended (exit status, timeout, overflow); its one blob is
 the child's own result frame, which is parsed with `wire.decode_frame` and checked field by
-field: text is truncated to the configured sizes, images must match their declared mode and size
-and stay under the pixel limit.
+field: text is truncated to the configured sizes and made valid UTF-8 (lone surrogates become
+`\\udcXX` escapes), images must match their declared mode and size and stay under the pixel
+limit. Nothing here raises: a result that fails a check becomes an error result.
 """
 
 from __future__ import annotations
@@ -61,20 +62,35 @@ def decode_result(frame: wire.Frame, cfg: SandboxConfig) -> ExecResult:
     try:
         child = wire.decode_frame(frame.blobs[0], child_limits(cfg))
         return _child_result(child, cfg, notes)
-    except wire.WireError as exc:
-        return ExecResult(ok=False, error=f"the code's process sent a malformed result: {exc}")
+    except Exception as exc:  # WireError, and anything a forged frame may still provoke
+        reason = str(exc) if isinstance(exc, wire.WireError) else type(exc).__name__
+        return ExecResult(ok=False, error=f"the code's process sent a malformed result: {reason}")
+
+
+def timeout_text(cfg: SandboxConfig) -> str:
+    return f"TimeoutError: the code ran longer than {cfg.timeout_s:g} s and was stopped"
+
+
+def valid_text(text: str) -> str:
+    """`text` as valid UTF-8: lone surrogates (which JSON can carry) become escapes."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
 
 
 def _stop_reason(head: dict[str, Any], cfg: SandboxConfig) -> str | None:
     """Why the child produced no usable result, or None if it did."""
     if head.get("timed_out") is True:
-        return f"TimeoutError: the code ran longer than {cfg.timeout_s:g} s and was stopped"
+        return timeout_text(cfg)
     if head.get("overflow") is True:
         return "the code's result was larger than the sandbox limits allow and was discarded"
     if isinstance(head.get("error"), str):
-        return head["error"][:_MAX_ERROR_CHARS]
+        return valid_text(head["error"][:_MAX_ERROR_CHARS])
     if isinstance(head.get("setup_error"), str):
-        return "the sandbox could not prepare the process: " + head["setup_error"][-500:]
+        setup = valid_text(head["setup_error"][-500:])
+        return f"the sandbox could not prepare the process: {setup}"
     code = head.get("exit_code")
     if type(code) is not int:
         return "the sandbox worker sent no exit status"
@@ -110,7 +126,9 @@ def _child_result(child: wire.Frame, cfg: SandboxConfig, notes: list[str]) -> Ex
         stdout += f"\n... [output truncated: {len(stdout)} of {total} characters shown]"
     child_notes = head.get("notes")
     if isinstance(child_notes, list):
-        notes += [n[:_MAX_ERROR_CHARS] for n in child_notes[:_MAX_NOTES] if isinstance(n, str)]
+        notes += [
+            valid_text(n[:_MAX_ERROR_CHARS]) for n in child_notes[:_MAX_NOTES] if isinstance(n, str)
+        ]
     metas = head.get("images")
     if not isinstance(metas, list) or len(metas) != len(child.blobs):
         raise wire.WireError("result must describe exactly one image per blob")
@@ -120,8 +138,8 @@ def _child_result(child: wire.Frame, cfg: SandboxConfig, notes: list[str]) -> Ex
         images.append(Image.frombytes(mode, (width, height), blob))
     return ExecResult(
         ok=error is None,
-        stdout=stdout,
-        error=None if error is None else error[:_MAX_ERROR_CHARS],
+        stdout=valid_text(stdout),
+        error=None if error is None else valid_text(error[:_MAX_ERROR_CHARS]),
         images=images,
         notes=notes,
     )

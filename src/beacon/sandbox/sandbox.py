@@ -3,25 +3,30 @@
 Layout of the sandbox's root folder (bound read-write into the jail at the same path):
 
     <root>/                 0711 root      no listing: sessions cannot find each other
-      _code/                0755 root      worker.py, episode.py, wire.py, repair.py, mpl cache
-      <session>/            0711 root
+      _code/                0755 root      worker.py, episode.py, crops.py, wire.py, repair.py
+      _owner                0600 root      the owning process, for removing stale roots
+      <session>/            0710 root:session   only the session's own uid can enter
         images/             0755 root      read-only copies of the input images (`image_path`)
+        pixels/             0755 root      the inputs' raw RGBX pixels, mapped by each call
         temp_processed_images/  0700 session   the code's working and output folder
         state/              0700 session   carried variables (pickled and unpickled by the child)
+
+As root, `<root>` and every `<session>` are tmpfs mounts (see `beacon.sandbox.folders`): each
+session has its own size and inode quota, and closing it is an unmount, done off the caller's
+thread. Every session has its own uid, never reused while its folder exists.
 
 Under bwrap, `/mnt/data` in the jail is a symlink to `/proc/self/cwd/..`: every child sees its
 own session folder there, so model code sees the same paths in every episode
 (`/mnt/data/images/image_0.png`, Thyme's `/mnt/data/temp_processed_images/`) and prompts do
 not change from one rollout to the next. Other layers show the host paths.
 
-When the sandbox runs as root every session gets its own uid, so one session's code cannot read
-or change another's files. Nothing the child writes is read by the trusted process except the
-validated result frame.
+Nothing the child writes is read by the trusted process except the validated result frame.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import io
 import itertools
 import logging
@@ -34,25 +39,26 @@ import time
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 from PIL import Image
 
 from beacon.images import ImageError
-from beacon.sandbox import results
+from beacon.sandbox import folders, results
 from beacon.sandbox.config import ExecResult, SandboxConfig, SandboxError
 from beacon.sandbox.jail import python_dirs, readable_by_others, resolve_isolation
 from beacon.sandbox.pool import Worker, WorkerDied, WorkerSlot
 from beacon.sandbox.repair import repair_code
+from beacon.sandbox.wire import RunRequest
 from beacon.types import ImageSource
 
 logger = logging.getLogger(__name__)
 
-_CODE_FILES = ("worker.py", "episode.py", "wire.py", "repair.py")  # stdlib/numpy/PIL only
+_CODE_FILES = ("worker.py", "episode.py", "crops.py", "wire.py", "repair.py")  # no beacon imports
 _JAIL_VIEW = "/mnt/data"  # see the module docstring
 _INPUTS = "images"
+_PIXELS = "pixels"
 _OUTPUT = "temp_processed_images"
-_MAX_CODE_CHARS = 1_000_000  # far above any model's code; keeps requests under the wire limit
+_OWN_FILES = 64  # inodes of the sandbox's own files in a session folder, beyond the quota
 
 
 class Sandbox:
@@ -72,11 +78,14 @@ class Sandbox:
         self.isolation = resolve_isolation(self.config.isolation)
         self.drop_uid = os.geteuid() == 0 and self._uids_can_run_python()
         # a random block of 65536 uids, so two sandboxes on one machine do not share uids
-        self._uid_block = self.config.child_uid_base + secrets.randbelow(1 << 14) * (1 << 16)
+        uid_block = self.config.child_uid_base + secrets.randbelow(1 << 14) * (1 << 16)
+        self._uids = folders.UidPool(uid_block, 1 << 16) if self.drop_uid else None
+        self._cleaner = folders.Cleaner()
         self._owns_root = self.config.root_dir is None
+        self.quotas = False  # set by _make_root: sessions are tmpfs mounts with a quota
         self.root = self._make_root()
         if self._owns_root:  # also when close() is never called
-            weakref.finalize(self, shutil.rmtree, self.root, True)
+            weakref.finalize(self, folders.remove_tree, self.root)
         self._lock = threading.Lock()
         self._session_ids = itertools.count()
         self._closed = False
@@ -88,10 +97,11 @@ class Sandbox:
             self.close()
             raise
         logger.info(
-            "sandbox ready: %d workers, isolation=%s, root=%s",
+            "sandbox ready: %d workers, isolation=%s, root=%s, session quotas %s",
             len(self._slots),
             self.isolation,
             self.root,
+            "on" if self.quotas else "off (not root)",
         )
 
     def _uids_can_run_python(self) -> bool:
@@ -118,7 +128,15 @@ class Sandbox:
 
     def _make_root(self) -> str:
         shm = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None  # memory-backed: fast
-        root = self.config.root_dir or tempfile.mkdtemp(prefix="beacon-sandbox-", dir=shm)
+        if self._owns_root:
+            parent = shm or tempfile.gettempdir()
+            for stale in folders.stale_roots(parent):
+                logger.info("removing %s, left behind by a sandbox that was killed", stale)
+                self._cleaner.submit(lambda path=stale: folders.remove_tree(path))
+        root = self.config.root_dir or tempfile.mkdtemp(prefix=folders.ROOT_PREFIX, dir=shm)
+        if self._owns_root:
+            self.quotas = folders.make_shared_root(root)
+            folders.write_owner(root)
         code = Path(root) / "_code"
         (code / "mpl").mkdir(parents=True, exist_ok=True)
         here = Path(__file__).parent
@@ -132,27 +150,43 @@ class Sandbox:
 
     def session(self, images: list[ImageSource] | None = None) -> Session:
         """Open one episode with its input images (PIL images, paths or encoded bytes)."""
+        inputs = [_Input.of(source, self.config.max_input_pixels) for source in images or []]
         with self._lock:
             if self._closed:
                 raise SandboxError("this Sandbox is closed; create a new one")
             number = next(self._session_ids)
             slot = min(self._slots, key=lambda s: s.sessions)
             slot.sessions += 1
+        uid = None
         try:
-            return Session(self, slot, number, list(images or []))
+            uid = self._uids.allocate() if self._uids is not None else None
+            return Session(self, slot, number, uid, inputs)
         except BaseException:
             with self._lock:
                 slot.sessions -= 1
+            if uid is not None:
+                self._uids.release(uid)
             raise
 
     def worker_pids(self) -> list[int]:
         """Host pids of the worker processes; -1 for a slot whose worker is being replaced."""
         return [slot.pid for slot in self._slots]
 
-    def _release(self, slot: WorkerSlot, session_key: str) -> None:
+    def _release(self, session: Session) -> None:
+        """Forget a closed session: its folder goes (off this thread), then its uid."""
         with self._lock:
-            slot.sessions -= 1
-            slot.pending_drops.append(session_key)
+            session._slot.sessions -= 1
+
+        def remove() -> None:
+            folders.remove_tree(session.dir)
+            if session.uid is not None:
+                self._uids.release(session.uid)
+
+        self._cleaner.submit(remove)
+
+    def wait_for_cleanup(self) -> None:
+        """Block until the folders of the sessions closed so far are removed."""
+        self._cleaner.wait()
 
     def close(self) -> None:
         with self._lock:
@@ -164,8 +198,9 @@ class Sandbox:
                 if slot.worker is not None:
                     slot.worker.close()
                     slot.worker = None
+        self._cleaner.close()
         if self._owns_root:
-            shutil.rmtree(self.root, ignore_errors=True)
+            folders.remove_tree(self.root)
 
     def __enter__(self) -> Sandbox:
         return self
@@ -174,11 +209,33 @@ class Sandbox:
         self.close()
 
 
+@dataclasses.dataclass
+class _Input:
+    """One input image as the session stores it: an encoded copy and its raw RGBX pixels."""
+
+    data: bytes
+    ext: str
+    size: tuple[int, int]
+    pixels: bytes
+
+    @classmethod
+    def of(cls, source: ImageSource, max_pixels: int) -> _Input:
+        data, ext, size = _encoded_copy(source, max_pixels)
+        image = source if isinstance(source, Image.Image) else _decode(data)
+        rgb = image if image.mode == "RGB" else image.convert("RGB")
+        return cls(data, ext, size, rgb.tobytes("raw", "RGBX"))
+
+
 class Session:
     """One episode: its images, its folder, its carried variables. Calls run one at a time."""
 
     def __init__(
-        self, sandbox: Sandbox, slot: WorkerSlot, number: int, images: list[ImageSource]
+        self,
+        sandbox: Sandbox,
+        slot: WorkerSlot,
+        number: int,
+        uid: int | None,
+        inputs: list[_Input],
     ) -> None:
         self._sandbox, self._slot = sandbox, slot
         self._config = sandbox.config
@@ -186,66 +243,91 @@ class Session:
         self.calls = 0
         self.closed = False
         self.key = f"{number:06d}-{secrets.token_hex(4)}"
-        self.uid = sandbox._uid_block + number % (1 << 16) if sandbox.drop_uid else None
+        self.uid = uid
         self.dir = os.path.join(sandbox.root, self.key)  # on the host
         self.host_output_dir = os.path.join(self.dir, _OUTPUT)
         self.state_path = os.path.join(self.dir, "state", "vars.pkl")
         view = _JAIL_VIEW if sandbox.isolation == "bwrap" else self.dir
         self.output_dir = os.path.join(view, _OUTPUT)  # as model code sees it
-        self._make_folders()
         try:
-            self.host_image_paths, self.image_sizes = self._store_inputs(images)
+            self._make_folders(sum(len(i.data) + len(i.pixels) for i in inputs))
+            self.host_image_paths = self._store_inputs(inputs)
         except BaseException:
-            shutil.rmtree(self.dir, ignore_errors=True)
+            folders.remove_tree(self.dir)
             raise
+        self.image_sizes = [i.size for i in inputs]
+        self.pixel_files = [
+            os.path.join(self.dir, _PIXELS, f"image_{i}.rgbx") for i in range(len(inputs))
+        ]
         self.image_paths = [  # as model code sees them; shown to the model in the prompt
             os.path.join(view, _INPUTS, os.path.basename(p)) for p in self.host_image_paths
         ]
 
-    def _make_folders(self) -> None:
-        os.mkdir(self.dir, 0o711)
-        os.mkdir(os.path.join(self.dir, _INPUTS), 0o755)
+    def _make_folders(self, input_bytes: int) -> None:
+        """The session's folder, entered only by its uid; a quota-limited tmpfs as root."""
+        cfg = self._config
+        os.mkdir(self.dir, 0o700)
+        gid, mode = (0, 0o711) if self.uid is None else (self.uid, 0o710)
+        if self._sandbox.quotas:
+            size_kb = (input_bytes >> 10) + (cfg.session_disk_mb << 10) + 64
+            inodes = cfg.session_files + _OWN_FILES
+            folders.mount_tmpfs(
+                self.dir, f"size={size_kb}k,nr_inodes={inodes},mode={mode:o},uid=0,gid={gid}"
+            )
+        else:
+            os.chown(self.dir, 0, gid)
+            os.chmod(self.dir, mode)
+        for sub in (_INPUTS, _PIXELS):
+            os.mkdir(os.path.join(self.dir, sub), 0o755)
         for sub in (_OUTPUT, "state"):
             path = os.path.join(self.dir, sub)
             os.mkdir(path, 0o700)
             if self.uid is not None:
                 os.chown(path, self.uid, self.uid)
 
-    def _store_inputs(self, images: list[ImageSource]) -> tuple[list[str], list[tuple[int, int]]]:
-        """Write a readable copy of each input image; decoding happens once, in the worker."""
-        paths, sizes = [], []
-        for i, source in enumerate(images):
-            data, ext, size = _encoded_copy(source, self._config.max_input_pixels)
-            path = os.path.join(self.dir, _INPUTS, f"image_{i}{ext}")
-            with open(path, "wb") as f:
-                f.write(data)
-            os.chmod(path, 0o644)
+    def _store_inputs(self, inputs: list[_Input]) -> list[str]:
+        """Write a readable copy of each input image and its raw pixels (read-only to the code)."""
+        paths = []
+        for i, image in enumerate(inputs):
+            path = os.path.join(self.dir, _INPUTS, f"image_{i}{image.ext}")
+            raw = os.path.join(self.dir, _PIXELS, f"image_{i}.rgbx")
+            for target, data in ((path, image.data), (raw, image.pixels)):
+                with open(target, "wb") as f:
+                    f.write(data)
+                os.chmod(target, 0o644)
             paths.append(path)
-            sizes.append(size)
-        return paths, sizes
+        return paths
 
     def run(self, code: str) -> ExecResult:
-        """Run `code` in the episode; never raises for anything the code does."""
+        """Run `code` in the episode; never raises for anything the code does.
+
+        Code repair runs first, inside the call's `timeout_s`: the worker gets what is left.
+        """
         with self._lock:
             if self.closed:
                 raise SandboxError("this session is closed; open a new one with Sandbox.session()")
             start = time.monotonic()
-            if len(code) > _MAX_CODE_CHARS:
+            cfg = self._config
+            if len(code) > cfg.max_code_chars:
                 return ExecResult(
                     ok=False,
                     error=f"the code is {len(code)} characters long, over the sandbox's limit "
-                    f"of {_MAX_CODE_CHARS}",
+                    f"of {cfg.max_code_chars} (SandboxConfig.max_code_chars); write shorter code",
                 )
-            if self.calls >= self._config.max_calls_per_session:
+            if self.calls >= cfg.max_calls_per_session:
                 return ExecResult(
                     ok=False,
                     error=f"call limit reached: this session already ran {self.calls} calls "
-                    f"(SandboxConfig.max_calls_per_session={self._config.max_calls_per_session})",
+                    f"(SandboxConfig.max_calls_per_session={cfg.max_calls_per_session})",
                 )
             self.calls += 1
             code, repairs = self._repair(code)
-            result = self._dispatch(self._request(code))
-            result.repairs = repairs
+            left = cfg.timeout_s - (time.monotonic() - start)
+            if left <= 0:
+                result = ExecResult(ok=False, error=results.timeout_text(cfg), timed_out=True)
+            else:
+                result = self._dispatch(self._request(code, left))
+            result.repairs, result.code = repairs, code
             result.elapsed_s = time.monotonic() - start
             return result
 
@@ -260,7 +342,6 @@ class Session:
         try:
             result = repair_code(
                 code,
-                image_size=self.image_sizes[0],
                 image_path=self.image_paths[0],
                 output_dir=self.output_dir,
                 config=self._config.repair,
@@ -271,51 +352,51 @@ class Session:
             return code, [f"code repair failed ({type(exc).__name__}); ran the code as given"]
         return result.code, result.changes
 
-    def _request(self, code: str) -> dict[str, Any]:
+    def _request(self, code: str, timeout_s: float) -> RunRequest:
         cfg = self._config
-        return {
-            "op": "run",
-            "session": self.key,
-            "code": code,
-            "inputs": self.host_image_paths,
-            "image_paths": self.image_paths,
-            "out_dir": self.host_output_dir,
-            "output_dir": self.output_dir,
-            "state_path": self.state_path,
-            "call": self.calls,
-            "uid": self.uid,
-            "carry": cfg.carry_variables,
-            "timeout_s": cfg.timeout_s,
-            "cpu_s": cfg.cpu_limit_s,
-            "memory_bytes": cfg.memory_mb << 20,
-            "max_file_bytes": cfg.max_file_mb << 20,
-            "max_processes": cfg.max_processes,
-            "max_stdout_chars": cfg.max_stdout_chars,
-            "max_images": cfg.max_images,
-            "max_image_pixels": cfg.max_image_pixels,
-            "max_input_pixels": cfg.max_input_pixels,
-            "max_state_bytes": cfg.max_state_mb << 20,
-            "max_result_bytes": results.max_result_bytes(cfg),
-            "cached_sessions": cfg.cached_sessions_per_worker,
-        }
+        repair = cfg.repair
+        return RunRequest(
+            session=self.key,
+            code=code,
+            call=self.calls,
+            uid=self.uid,
+            image_paths=self.image_paths,
+            pixel_files=self.pixel_files,
+            image_sizes=[list(size) for size in self.image_sizes],
+            out_dir=self.host_output_dir,
+            output_dir=self.output_dir,
+            state_path=self.state_path,
+            carry=cfg.carry_variables,
+            timeout_s=timeout_s,
+            cpu_s=cfg.cpu_limit_s,
+            memory_bytes=cfg.memory_mb << 20,
+            max_file_bytes=cfg.max_file_mb << 20,
+            max_processes=cfg.max_processes,
+            max_stdout_chars=cfg.max_stdout_chars,
+            max_images=cfg.max_images,
+            max_image_pixels=cfg.max_image_pixels,
+            max_state_bytes=cfg.max_state_mb << 20,
+            max_result_bytes=results.max_result_bytes(cfg),
+            clamp_crops=repair is not None and repair.clamp_crops,
+            min_crop_size=repair.min_crop_size if repair is not None else 1,
+        )
 
-    def _dispatch(self, request: dict[str, Any]) -> ExecResult:
+    def _dispatch(self, request: RunRequest) -> ExecResult:
         """Send to the pinned worker; resend once if it was already dead; replace it if needed."""
         cfg = self._config
         slot = self._slot
         with slot.lock:
             for attempt in (1, 2):
                 worker = slot.ensure()
-                request["drop"], slot.pending_drops = slot.pending_drops, []
                 try:
-                    worker.send(request, time.monotonic() + cfg.startup_timeout_s)
+                    worker.send(request.to_header(), time.monotonic() + cfg.startup_timeout_s)
                 except WorkerDied as exc:
                     slot.replace()
                     if attempt == 2:
                         return ExecResult(ok=False, error=f"sandbox worker unavailable: {exc}")
                     continue
                 break
-            deadline = time.monotonic() + cfg.timeout_s + cfg.worker_grace_s
+            deadline = time.monotonic() + request.timeout_s + cfg.worker_grace_s
             try:
                 frame = worker.receive(deadline, results.worker_limits(cfg))
             except WorkerDied as exc:
@@ -332,13 +413,17 @@ class Session:
         return results.decode_result(frame, cfg)
 
     def close(self) -> None:
-        """Forget the episode: its folder is deleted and its worker drops its cached images."""
+        """End the episode: its processes are killed now; its folder is removed off this thread.
+
+        A call of this session that is still running is waited for first.
+        """
         with self._lock:
             if self.closed:
                 return
             self.closed = True
-        self._sandbox._release(self._slot, self.key)
-        shutil.rmtree(self.dir, ignore_errors=True)
+        if self.uid is not None:  # a save still running must not outlive its session
+            folders.kill_uid(self.uid)
+        self._sandbox._release(self)
 
     def __enter__(self) -> Session:
         return self
@@ -367,6 +452,16 @@ def _encoded_copy(source: ImageSource, max_pixels: int) -> tuple[bytes, str, tup
         raise ImageError(f"cannot decode input image: {type(exc).__name__}: {exc}") from exc
     _check_pixels(size, max_pixels)
     return data, "." + {"jpeg": "jpg"}.get(fmt, fmt), size
+
+
+def _decode(data: bytes) -> Image.Image:
+    """Decode an input image (its size was already checked against the pixel limit)."""
+    try:
+        with Image.open(io.BytesIO(data)) as img:
+            img.load()
+            return img.copy()
+    except Exception as exc:  # PIL raises many types for corrupt data
+        raise ImageError(f"cannot decode input image: {type(exc).__name__}: {exc}") from exc
 
 
 def _read_file(path: str | Path) -> bytes:

@@ -20,7 +20,7 @@ import os
 import select
 import struct
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 _LEN = struct.Struct("<I")
@@ -40,6 +40,51 @@ class FrameLimits:
     max_header_bytes: int = 1 << 20  # JSON header size
     max_blobs: int = 64  # number of blobs
     max_total_bytes: int = 1 << 30  # all blobs together
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """What the trusted side asks a worker to run: one call of one session, with its limits.
+
+    Paths are host paths unless named "as the code sees it". Sent as the `request` field of a
+    {"op": "run"} frame; `from_header` rebuilds it and refuses unknown or missing fields.
+    """
+
+    session: str  # the session's key (its folder name)
+    code: str  # the code to run, after repair
+    call: int  # number of this call in the session, from 1
+    uid: int | None  # the session's own uid, or None when the sandbox cannot drop root
+    image_paths: list[str]  # input images as the code sees them
+    pixel_files: list[str]  # the inputs' raw RGBX pixels, written by the trusted side
+    image_sizes: list[list[int]]  # (width, height) of each input
+    out_dir: str  # the code's working and output folder
+    output_dir: str  # the same folder as the code sees it
+    state_path: str  # carried variables
+    carry: bool  # carry variables to the session's next call
+    timeout_s: float  # wall-clock limit of this call (what code repair left of timeout_s)
+    cpu_s: float
+    memory_bytes: int
+    max_file_bytes: int
+    max_processes: int
+    max_stdout_chars: int
+    max_images: int
+    max_image_pixels: int
+    max_state_bytes: int
+    max_result_bytes: int
+    clamp_crops: bool  # clamp Image.crop boxes into the image at run time
+    min_crop_size: int  # smallest side a clamped crop box gets
+
+    def to_header(self) -> dict[str, Any]:
+        return {"op": "run", "request": asdict(self)}
+
+    @classmethod
+    def from_header(cls, header: dict[str, Any]) -> RunRequest:
+        """The request inside a {"op": "run"} header; ValueError if its fields do not match."""
+        body = header.get("request")
+        names = {f.name for f in fields(cls)}
+        if not isinstance(body, dict) or set(body) != names:
+            raise ValueError(f"a run request needs exactly the fields {sorted(names)}")
+        return cls(**body)
 
 
 _PREALLOCATE_BYTES = 16 << 20
@@ -80,6 +125,8 @@ def parse_header(data: bytes, limits: FrameLimits) -> tuple[dict[str, Any], list
         header = json.loads(data.decode("utf-8"), parse_constant=_reject_constant)
     except (UnicodeDecodeError, ValueError) as exc:
         raise WireError(f"header is not valid JSON: {exc}") from exc
+    except RecursionError as exc:  # a forged header of deeply nested arrays
+        raise WireError("header is nested too deeply") from exc
     if not isinstance(header, dict):
         raise WireError(f"header must be a JSON object, got {type(header).__name__}")
     sizes = header.get("blobs")

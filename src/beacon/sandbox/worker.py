@@ -1,21 +1,28 @@
 """The pre-forked sandbox worker: runs inside the jail, forks one locked-down child per call.
 
 Started by `beacon.sandbox.pool` as `python -E -s worker.py` from the sandbox's `_code/` folder
-(copies of this file, `episode.py`, `wire.py` and `repair.py`), so it imports nothing from
-`beacon`. It speaks the wire format on the descriptors it was started with and, for each "run"
-request:
+(copies of this file, `episode.py`, `crops.py`, `wire.py` and `repair.py`), so it imports
+nothing from `beacon`. It speaks the wire format on the descriptors it was started with.
 
-1. decodes the session's input images once into huge-page (or file-backed) memory, cheap to
-   fork and to read, and caches them per session;
-2. hands the request to a *spare* child forked ahead of time, which detaches (own process group,
-   no inherited descriptors) and pre-faults a heap while it waits, then applies rlimits, drops
-   to the session's uid, loads the seccomp deny-list, and runs `episode` (carried variables,
-   the code, the images);
-3. forks the next spare while the code runs, reads the child's result from a pipe until it is
-   complete, the child dies, or the wall-clock deadline passes (then SIGKILL to the child's
+Children come from a *template*: a process the worker forks right after its imports, before it
+reads any request, and which afterwards only ever reads one-byte "fork" commands. A worker
+serves many sessions, so its memory holds their requests (code, paths) and relayed results;
+a child forked from the worker would inherit them all. A child forked from the template holds
+nothing of any session but its own. The template forks through a short-lived intermediate
+process, so that the child is re-parented to the worker (a child subreaper), which reaps it
+and reads its exit status; the template hands the child's pipes over with SCM_RIGHTS.
+
+For each "run" request the worker:
+
+1. hands the request to a *spare* child forked ahead of time, which detaches (own process
+   group, no inherited descriptors) and waits, then applies rlimits, drops to the session's
+   uid, loads the seccomp deny-list, and runs `episode` (carried variables, the code, images);
+2. asks for the next spare while the code runs, reads the child's result from a pipe until it
+   is complete, the child dies, or the wall-clock deadline passes (then SIGKILL to the child's
    process group), and relays the bytes, capped in size and never parsed here, to the trusted
-   side. The answered child then saves its carried variables, bounded by the same deadline,
-   while the next call may already run (episode.py orders a session's saves and loads).
+   side. The answered child then saves its carried variables, bounded by the same deadline;
+   the worker never waits for such a *saver*: it reaps savers as they end and kills each at
+   its deadline, whatever it is doing meanwhile, so a slow save delays no other session.
 
 The child writes one marker byte once carried variables are restored; a child that dies or times
 out before that has the state file deleted, so a poisoned pickle cannot wedge a session.
@@ -23,21 +30,18 @@ out before that has the state file deleted, so a poisoned pickle cannot wedge a 
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import ctypes
-import dataclasses
 import errno
 import fcntl
-import functools
 import gc
 import math
-import mmap
 import os
 import resource
 import select
-import shutil
 import signal
+import socket
+import struct
 import time
 import traceback
 from collections.abc import Callable
@@ -45,7 +49,6 @@ from typing import Any
 
 import episode
 import wire
-from PIL import Image
 
 STATE_LOADED = b"\x01"
 SETUP_FAILED = b"\x02"
@@ -54,9 +57,11 @@ _MAX_REQUEST_BYTES = 64 << 20
 _F_SETPIPE_SZ = 1031
 _CLONE_THREAD = 0x00010000
 _PR_SET_PDEATHSIG = 1
-_PR_SET_NO_NEW_PRIVS = 38
 _PR_SET_SECCOMP = 22
+_PR_SET_CHILD_SUBREAPER = 36
+_PR_SET_NO_NEW_PRIVS = 38
 _SECCOMP_MODE_FILTER = 2
+_PID = struct.Struct("<q")
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.malloc.restype = ctypes.c_void_p
 _libc.malloc.argtypes = (ctypes.c_size_t,)
@@ -81,6 +86,13 @@ _DENIED_SYSCALLS = (
     "io_uring_setup", "io_uring_enter", "io_uring_register", "reboot", "swapon", "swapoff",
     "syslog", "acct", "quotactl", "open_by_handle_at", "name_to_handle_at",
     "settimeofday", "clock_settime", "sethostname", "setdomainname",
+    # System V IPC and POSIX message queues: shared by every process of the worker's IPC
+    # namespace, so by every session it serves, and counted in no memory limit
+    "shmget", "shmat", "shmdt", "shmctl", "msgget", "msgsnd", "msgrcv", "msgctl",
+    "semget", "semop", "semtimedop", "semctl", "ipc",
+    "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr",
+    # the new mount API
+    "fsopen", "fsconfig", "fsmount", "fspick", "move_mount", "open_tree", "mount_setattr",
     # identity
     "setuid", "setgid", "setreuid", "setregid", "setresuid", "setresgid", "setgroups",
     "setfsuid", "setfsgid", "capset",
@@ -94,51 +106,100 @@ def main() -> None:
     os.dup2(devnull, 0)
     os.dup2(2, 1)  # stray prints from libraries must not corrupt the protocol
     seccomp_filter, seccomp_note = _build_seccomp()
-    cache: collections.OrderedDict[str, _Inputs] = collections.OrderedDict()
+    _libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    gc.freeze()  # keep the collector from dirtying inherited pages in every child
+    template = _Template.start(seccomp_filter, keep=(proto_in, proto_out))
     limits = wire.FrameLimits(max_header_bytes=_MAX_REQUEST_BYTES, max_blobs=0, max_total_bytes=0)
     ready = {"op": "ready", "pid": os.getpid(), "euid": os.geteuid(), "seccomp": seccomp_note}
-    gc.freeze()  # keep the collector from dirtying inherited pages in every child
-    spare = _Spare.fork(cache, seccomp_filter)
-    saving: _Spare | None = None  # the last answered child, maybe still saving its variables
+    spare = template.fork_spare()
+    savers: list[_Spare] = []  # answered children, maybe still saving their variables
     wire.write_all(proto_out, wire.encode_frame(ready))
     while True:
+        _await_request(proto_in, savers)
         try:
-            request = wire.read_frame(proto_in, limits).header
+            header = wire.read_frame(proto_in, limits).header
         except EOFError:
-            request = {"op": "exit"}
-        if request.get("op") == "exit":
-            for child in (saving, spare):
-                if child is not None:
-                    child.dismiss()
+            header = {"op": "exit"}
+        if header.get("op") == "exit":
+            for child in (*savers, spare):
+                child.dismiss()
             return
         wire.write_all(proto_out, wire.encode_frame({"op": "accepted"}))
-        for session in request.get("drop", []):
-            cache.pop(session, None)
         try:
-            _session_images(request, cache)
-        except Exception as exc:
-            error = f"cannot load the input images: {type(exc).__name__}: {exc}"
-            wire.write_all(proto_out, wire.encode_frame(_reply(error=error), [b""]))
+            request = wire.RunRequest.from_header(header)
+        except (TypeError, ValueError) as exc:
+            wire.write_all(proto_out, wire.encode_frame(_reply(error=f"bad request: {exc}"), [b""]))
             continue
-        if request["session"] not in spare.sessions:
-            spare.dismiss()
-            spare = _Spare.fork(cache, seccomp_filter)
         running = spare
         running.start(request)
         # The next spare is forked while this code runs on the other core if it runs long
-        # enough, else after the reply. The previous child may still be saving its variables:
-        # a child of the same session waits for that save itself, if and when it needs it.
-        fork_next = functools.partial(_Spare.fork, cache, seccomp_filter)
-        header, payload, spare = _supervise(running, request, saving, fork_next)
-        # cached images in huge pages count in VmRSS but are bounded by cached_sessions
-        header["rss_kb"] = max(header["rss_kb"] - sum(i.kb for i in cache.values()), 0)
-        wire.write_frame(proto_out, header, [payload])
+        # enough, else after the reply.
+        reply, payload, spare = _supervise(running, request, savers, template.fork_spare)
+        wire.write_frame(proto_out, reply, [payload])
         if spare is None:
-            spare = fork_next()
-        if saving is not None:
-            saving.settle()
-        running.session = request["session"]
-        saving = running
+            spare = template.fork_spare()
+        if not running.reaped:
+            running.session = request.session
+            savers.append(running)
+
+
+class _Template:
+    """The clean process that forks every child: it never holds any session's data."""
+
+    def __init__(self, pid: int, sock: socket.socket) -> None:
+        self.pid, self.sock = pid, sock
+
+    @classmethod
+    def start(cls, seccomp_filter: bytes | None, keep: tuple[int, ...]) -> _Template:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        worker = os.getpid()
+        pid = os.fork()
+        if pid == 0:
+            ours.close()
+            for fd in keep:
+                os.close(fd)
+            _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            try:
+                _template_loop(theirs, worker, seccomp_filter)
+            finally:
+                os._exit(0)
+        theirs.close()
+        return cls(pid, ours)
+
+    def fork_spare(self) -> _Spare:
+        """A new spare child of this worker, with the worker's ends of its two pipes."""
+        self.sock.sendall(b"f")
+        data, fds, _, _ = socket.recv_fds(self.sock, _PID.size, 2)
+        if len(data) != _PID.size or len(fds) != 2:
+            raise RuntimeError("the template process stopped forking")
+        return _Spare(_PID.unpack(data)[0], *fds)
+
+
+def _template_loop(sock: socket.socket, worker: int, seccomp_filter: bytes | None) -> None:
+    """Fork one spare per command byte; the spare is re-parented to the worker."""
+    while sock.recv(1):
+        ctrl_r, ctrl_w = os.pipe()
+        result_r, result_w = os.pipe()
+        with contextlib.suppress(OSError):
+            fcntl.fcntl(result_w, _F_SETPIPE_SZ, 1 << 20)  # fewer wake-ups for image bytes
+        pid_r, pid_w = os.pipe()
+        middle = os.fork()
+        if middle == 0:
+            spare = os.fork()
+            if spare == 0:
+                for fd in (ctrl_w, result_r, pid_r, pid_w, sock.fileno()):
+                    os.close(fd)
+                _child(ctrl_r, result_w, worker, seccomp_filter)
+            os.write(pid_w, _PID.pack(spare))
+            os._exit(0)
+        for fd in (ctrl_r, result_w, pid_w):
+            os.close(fd)
+        os.waitpid(middle, 0)  # the spare is the worker's child from now on
+        pid = os.read(pid_r, _PID.size)
+        os.close(pid_r)
+        socket.send_fds(sock, [pid], [ctrl_w, result_r])
+        os.close(ctrl_w)
+        os.close(result_r)
 
 
 class _Spare:
@@ -149,33 +210,18 @@ class _Spare:
     dropped privileges yet, but it runs only this file's code until a request arrives.
     """
 
-    def __init__(self, pid: int, ctrl_w: int, result_r: int, sessions: frozenset[str]) -> None:
-        self.pid, self.ctrl_w, self.result_r, self.sessions = pid, ctrl_w, result_r, sessions
+    def __init__(self, pid: int, ctrl_w: int, result_r: int) -> None:
+        self.pid, self.ctrl_w, self.result_r = pid, ctrl_w, result_r
         self.pidfd = os.pidfd_open(pid)
         self.reaped = False
         self.deadline = math.inf
         self.session = ""  # set once it has answered a request
 
-    @classmethod
-    def fork(cls, cache: dict, seccomp_filter: bytes | None) -> _Spare:
-        ctrl_r, ctrl_w = os.pipe()
-        result_r, result_w = os.pipe()
-        with contextlib.suppress(OSError):
-            fcntl.fcntl(result_w, _F_SETPIPE_SZ, 1 << 20)  # fewer wake-ups for image bytes
-        pid = os.fork()
-        if pid == 0:
-            os.close(ctrl_w)
-            os.close(result_r)
-            _child(ctrl_r, result_w, cache, seccomp_filter)
-        os.close(ctrl_r)
-        os.close(result_w)
-        return cls(pid, ctrl_w, result_r, frozenset(cache))
-
-    def start(self, request: dict[str, Any]) -> None:
+    def start(self, request: wire.RunRequest) -> None:
         """Hand the request over; the call's wall-clock deadline starts now."""
-        self.deadline = time.monotonic() + request["timeout_s"]
+        self.deadline = time.monotonic() + request.timeout_s
         with contextlib.suppress(OSError):  # a dead spare is reported by _supervise
-            wire.write_all(self.ctrl_w, wire.encode_frame(request))
+            wire.write_all(self.ctrl_w, wire.encode_frame(request.to_header()))
         os.close(self.ctrl_w)
         self.ctrl_w = -1
 
@@ -184,17 +230,6 @@ class _Spare:
         _, status = os.waitpid(self.pid, 0)
         self.reaped = True
         return os.waitstatus_to_exitcode(status)
-
-    def settle(self) -> None:
-        """Let an answered child save its variables until the call's deadline, then reap it.
-
-        One killed first leaves the session its previous state file; the session's next call
-        notices and says so (see episode.py).
-        """
-        left = self.deadline - time.monotonic()
-        if not self.reaped and left > 0:
-            select.select([self.pidfd], [], [], left)
-        self.dismiss()
 
     def dismiss(self) -> None:
         """Kill (if still running), reap and close; safe to call twice."""
@@ -207,132 +242,71 @@ class _Spare:
         self.ctrl_w = self.result_r = self.pidfd = -1
 
 
-@dataclasses.dataclass
-class _Inputs:
-    """A session's decoded input images, as cached by the worker."""
-
-    images: list[Image.Image]
-    kb: int  # of them in the worker's anonymous memory (huge pages), so in its VmRSS
-
-
-def _session_images(request: dict[str, Any], cache: dict[str, _Inputs]) -> _Inputs:
-    """Decoded input images of a session, decoded once per worker and kept in an LRU cache."""
-    session = request["session"]
-    if session in cache:
-        cache.move_to_end(session)
-        return cache[session]
-    Image.MAX_IMAGE_PIXELS = request["max_input_pixels"]
-    inputs = _Inputs([], 0)
-    for path in request["inputs"]:
-        with Image.open(path) as img:
-            img.load()
-            forkable, anon_bytes = _forkable(img.convert("RGB") if img.mode != "RGB" else img)
-        inputs.images.append(forkable)
-        inputs.kb += anon_bytes // 1024
-    cache[session] = inputs
-    while len(cache) > request["cached_sessions"]:
-        cache.popitem(last=False)
-    return inputs
+def _await_request(proto_in: int, savers: list[_Spare]) -> None:
+    """Wait for the next request, reaping savers that end and killing those past deadline."""
+    while True:
+        _settle(savers, set())
+        wake = min((s.deadline for s in savers), default=math.inf) - time.monotonic()
+        poller = select.poll()
+        poller.register(proto_in, select.POLLIN | select.POLLHUP)
+        for saver in savers:
+            poller.register(saver.pidfd, select.POLLIN)
+        events = dict(poller.poll(None if wake == math.inf else max(wake, 0) * 1000))
+        if proto_in in events:
+            return
 
 
-def _forkable(img: Image.Image) -> tuple[Image.Image, int]:
-    """An RGB image whose pixels are cheap to fork and cheap for the child to read.
-
-    fork() copies the page tables of anonymous memory in 4 KB pages (about 1 ms per 10 MB
-    here), but only one entry per 2 MB huge page, and none for file mappings. Huge-page memory
-    is best: the child reads it without a single page fault (a crop of a 4000x3000 image runs
-    1 ms faster than from a file mapping, which the child must fault in 64 KB at a time). Where
-    the kernel gives no huge pages, the pixels go to a memfd mapping instead. Either way the
-    mapping is private: a child that draws on `image` gets copy-on-write pages the worker never
-    sees. Pillow stores RGB as 4 bytes per pixel, so RGBX bytes are its exact memory layout.
-    Returns the image and the bytes of anonymous memory it holds.
-    """
-    raw = img.tobytes("raw", "RGBX")
-    huge = _huge_page_copy(raw)
-    buf, offset = huge or (_file_copy(raw), 0)
-    core = Image.core.map_buffer(buf, img.size, "raw", offset, ("RGB", img.width * 4, 1))
-    return Image.new("RGB", (0, 0))._new(core), len(buf) if huge else 0
+def _settle(savers: list[_Spare], ended: set[int]) -> list[_Spare]:
+    """Dismiss savers that ended (pidfd in `ended`, or not alive) or are past their deadline;
+    returns those killed at their deadline."""
+    now, overdue = time.monotonic(), []
+    for saver in list(savers):
+        done = saver.pidfd in ended or _exited(saver.pidfd)
+        if done or now >= saver.deadline:
+            if not done:
+                overdue.append(saver)
+            saver.dismiss()
+            savers.remove(saver)
+    return overdue
 
 
-def _huge_page_copy(raw: bytes) -> tuple[mmap.mmap, int] | None:
-    """`raw` at an offset of anonymous memory made of transparent huge pages, or None if the
-    kernel did not back all of it with huge pages (THP off, or memory too fragmented)."""
-    size = -(-len(raw) // _HUGE_PAGE) * _HUGE_PAGE
-    buf = mmap.mmap(-1, size + _HUGE_PAGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    address = ctypes.addressof(ctypes.c_char.from_buffer(buf))
-    offset = -address % _HUGE_PAGE  # huge pages need 2 MB alignment
-    try:
-        buf.madvise(mmap.MADV_HUGEPAGE)
-        buf[offset : offset + len(raw)] = raw
-        if _anon_huge_kb(address) * 1024 >= size:
-            return buf, offset
-    except OSError:
-        pass
-    buf.close()
-    return None
-
-
-def _anon_huge_kb(address: int) -> int:
-    """AnonHugePages of the mapping that starts at `address`, from /proc/self/smaps."""
-    start = f"{address:x}-"
-    found = False
-    with open("/proc/self/smaps") as f:
-        for line in f:
-            if line.startswith(start):
-                found = True
-            elif found and line.startswith("AnonHugePages:"):
-                return int(line.split()[1])
-    return 0
-
-
-def _file_copy(raw: bytes) -> mmap.mmap:
-    """`raw` in a private mapping of a memfd (fork() does not copy its page tables)."""
-    fd = os.memfd_create("beacon-image", os.MFD_CLOEXEC)
-    try:
-        with open(fd, "wb", closefd=False) as f:
-            f.write(raw)
-        return mmap.mmap(fd, len(raw), flags=mmap.MAP_PRIVATE)
-    finally:
-        os.close(fd)
+def _exited(pidfd: int) -> bool:
+    return bool(select.select([pidfd], [], [], 0)[0])
 
 
 def _supervise(
     spare: _Spare,
-    request: dict[str, Any],
-    saving: _Spare | None,
+    request: wire.RunRequest,
+    savers: list[_Spare],
     fork_next: Callable[[], _Spare],
 ) -> tuple[dict, wire.Bytes, _Spare | None]:
     """Collect the child's output until it is complete, the child dies, or the deadline passes.
 
     A child that wrote its whole result (ending in DONE) is answered for at once; it saves the
-    carried variables and exits while the caller reads the result (see `_Spare.settle`).
-    Meanwhile `saving`, the previous call's child, may still be saving: it is reaped when it
-    ends and killed at its own deadline. A child of the same session may have been waiting for
-    that save, so its deadline then starts again: a runaway save does not cost the next call.
+    carried variables and exits while the caller reads the result. Meanwhile the savers of
+    earlier calls are reaped when they end and killed at their own deadlines. A child of the
+    same session may have been waiting for such a save, so its deadline then starts again: a
+    runaway save is charged to the call that made it, not to the next one.
     A call still running after _FORK_DURING_S gets the next spare forked meanwhile (returned
     too; forking takes the worker about 2 ms, which a shorter call would wait for).
     """
     next_spare, fork_at = None, time.monotonic() + _FORK_DURING_S
-    deadline = spare.deadline
-    cap = request["max_result_bytes"]
+    cap = request.max_result_bytes
     data, timed_out, overflow, closed = bytearray(), False, False, False
-    poller = select.poll()
-    poller.register(spare.result_r, select.POLLIN)
-    poller.register(spare.pidfd, select.POLLIN)
-    watching = saving is not None and not saving.reaped
-    if watching:
-        poller.register(saving.pidfd, select.POLLIN)
     while not closed:
-        wake = min(deadline, saving.deadline) if watching else deadline
+        poller = select.poll()
+        poller.register(spare.result_r, select.POLLIN)
+        poller.register(spare.pidfd, select.POLLIN)
+        for saver in savers:
+            poller.register(saver.pidfd, select.POLLIN)
+        wake = min([spare.deadline, *(s.deadline for s in savers)])
         wake = min(wake, fork_at) if next_spare is None else wake
         left = wake - time.monotonic()
         events = dict(poller.poll(left * 1000)) if left > 0 else {}
-        if watching and (saving.pidfd in events or time.monotonic() >= saving.deadline):
-            poller.unregister(saving.pidfd)
-            watching = False
-            if saving.pidfd not in events and saving.session == request["session"]:
-                deadline = spare.deadline = time.monotonic() + request["timeout_s"]
-            saving.dismiss()
+        if any(s.pidfd in events or time.monotonic() >= s.deadline for s in savers):
+            for killed in _settle(savers, set(events)):
+                if killed.session == request.session:
+                    spare.deadline = time.monotonic() + request.timeout_s
             continue
         if not events and next_spare is None and time.monotonic() >= fork_at:
             next_spare = fork_next()
@@ -349,19 +323,22 @@ def _supervise(
         if data.endswith(DONE):
             break
     complete = data.endswith(DONE) and not overflow
+    code = 0
     if not complete:
         _kill_group(spare.pid)
-    code = 0 if complete else spare.wait()
-    if not (timed_out or overflow or complete):
-        _drain(spare.result_r, data, cap, block=False)
-        overflow = len(data) > cap
+        code = spare.wait()
+        if not (timed_out or overflow):
+            _drain(spare.result_r, data, cap, block=False)
+            overflow = len(data) > cap
+            # exited after its whole result (a save that failed at once): it did answer
+            code = 0 if data.endswith(DONE) and not overflow else code
     if data.endswith(DONE):
         del data[-len(DONE) :]
     loaded = data[:1] == STATE_LOADED
     state_dropped = False
     if not loaded and (timed_out or code != 0):
-        state_dropped = _drop_state(request["state_path"])
-        _drop_state(request["state_path"] + ".names")
+        state_dropped = _drop_state(request.state_path)
+        _drop_state(request.state_path + ".names")
     setup_error = None
     if data[:1] == SETUP_FAILED:
         setup_error = bytes(data[1:2000]).decode("utf-8", "replace")
@@ -402,10 +379,15 @@ def _kill_group(pid: int) -> None:
 
 
 def _drop_state(path: str) -> bool:
+    """Delete a state file; a folder the code put there is renamed out of the way instead
+    (the session's quota bounds it, and its folder goes when the session closes)."""
     try:
         os.unlink(path)
     except IsADirectoryError:
-        shutil.rmtree(path, ignore_errors=True)
+        try:
+            os.rename(path, f"{path}.{time.monotonic_ns()}.dropped")
+        except OSError:
+            return False
     except OSError:
         return False
     return True
@@ -460,15 +442,18 @@ def _load_seccomp(program: bytes) -> None:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP) failed")
 
 
-def _child(ctrl_r: int, result_w: int, cache: dict, seccomp_filter: bytes | None) -> None:
+def _child(ctrl_r: int, result_w: int, worker: int, seccomp_filter: bytes | None) -> None:
     """The spare's life: wait for a request, lock down, run the code, report. Never returns."""
     try:
         _detach(ctrl_r, result_w)
         _prefault_heap(_PREFAULT_BYTES, ctrl_r)
         limits = wire.FrameLimits(_MAX_REQUEST_BYTES, max_blobs=0, max_total_bytes=0)
-        request = wire.read_frame(ctrl_r, limits).header
+        request = wire.RunRequest.from_header(wire.read_frame(ctrl_r, limits).header)
         os.close(ctrl_r)
-        images = cache[request["session"]].images
+        # re-parented to the worker by now (it got our pid only after our first parent died)
+        _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != worker:
+            os._exit(0)
         _lock_down(request, seccomp_filter)
     except EOFError:
         os._exit(0)  # dismissed without a request
@@ -476,13 +461,13 @@ def _child(ctrl_r: int, result_w: int, cache: dict, seccomp_filter: bytes | None
         wire.write_all(result_w, SETUP_FAILED + traceback.format_exc()[-1500:].encode())
         os._exit(70)
     try:
-        ep = episode.prepare(request, images)
+        ep = episode.prepare(request)
         wire.write_all(result_w, STATE_LOADED)
         for part in episode.execute(ep):
             wire.write_all(result_w, part)
         wire.write_all(result_w, DONE)
         os.close(result_w)
-        if request["carry"]:  # after the result is out, while the caller reads it
+        if request.carry:  # after the result is out, while the caller reads it
             episode.save_state(ep)
     except BaseException:
         os._exit(70)
@@ -522,8 +507,7 @@ def _prefault_heap(size: int, request_fd: int) -> None:
 
 
 def _detach(*keep: int) -> None:
-    """Own process group, no inherited descriptors but `keep`, death with the worker."""
-    _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    """Own process group, no inherited descriptors but `keep`."""
     os.setpgid(0, 0)
     low = 3
     for fd in sorted(keep):
@@ -536,23 +520,22 @@ def _detach(*keep: int) -> None:
     os.close(devnull)
 
 
-def _lock_down(request: dict, seccomp_filter: bytes | None) -> None:
+def _lock_down(request: wire.RunRequest, seccomp_filter: bytes | None) -> None:
     """rlimits, the session's folder and uid, then the seccomp filter (last: it denies setuid)."""
-    cpu = math.ceil(request["cpu_s"])
     limits = {
-        resource.RLIMIT_AS: _status_kb("VmSize") * 1024 + request["memory_bytes"],
-        resource.RLIMIT_CPU: cpu,
-        resource.RLIMIT_FSIZE: request["max_file_bytes"],
+        resource.RLIMIT_AS: _status_kb("VmSize") * 1024 + request.memory_bytes,
+        resource.RLIMIT_CPU: math.ceil(request.cpu_s),
+        resource.RLIMIT_FSIZE: request.max_file_bytes,
         resource.RLIMIT_CORE: 0,
-        resource.RLIMIT_NPROC: request["max_processes"],
+        resource.RLIMIT_NPROC: request.max_processes,
         resource.RLIMIT_NOFILE: 256,
     }
     for which, value in limits.items():
         hard = value + 1 if which == resource.RLIMIT_CPU else value
         resource.setrlimit(which, (value, hard))
-    os.chdir(request["out_dir"])
+    os.chdir(request.out_dir)
     os.umask(0o077)
-    uid = request["uid"]
+    uid = request.uid
     if uid is not None:
         os.setgroups([])
         os.setresgid(uid, uid, uid)
