@@ -16,6 +16,7 @@ from beacon.benchmarks import cli as benchmarks_cli
 from beacon.engines import cli as engines_cli
 from beacon.eval import cli as eval_cli
 from beacon.sandbox import cli as sandbox_cli
+from beacon.train import cli as train_cli
 
 app = typer.Typer(
     name="beacon",
@@ -52,6 +53,7 @@ def main(
 app.add_typer(sandbox_cli.app, name="sandbox")
 app.add_typer(engines_cli.tiny_app, name="tiny")
 app.add_typer(benchmarks_cli.app, name="bench")
+app.add_typer(train_cli.app, name="train")
 app.command("serve")(engines_cli.serve)
 app.command("run")(agent_cli.run)
 app.command("eval", epilog=eval_cli.EVAL_EPILOG)(eval_cli.eval_command)
