@@ -3,6 +3,7 @@ files of scripted Thyme-format trajectories of mixed lengths."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,3 +33,15 @@ def train_data(tmp_path_factory: pytest.TempPathFactory, tiny_tokenizer: Any) ->
     ]
     (root / "trajs.jsonl").write_text("\n".join(lines) + "\n")
     return root
+
+
+@pytest.fixture(autouse=True)
+def one_torch_thread() -> Iterator[None]:
+    """One intra-op thread: on a shared 2-core machine, two threads per process oversubscribe
+    the cores and run the tiny model 10-15x slower. Subprocesses get OMP_NUM_THREADS=1."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -14,7 +14,7 @@ def sft_settings(model: Path, data: Path, out: Path, **train: Any) -> dict[str, 
         "global_batch_size": 4,
         "lr": 1e-3,
         "save_every": 2,
-        "max_tokens_per_microbatch": 400,
+        "max_tokens_per_microbatch": 1000,
         "progress_bar": False,
         "tensorboard": False,
     }

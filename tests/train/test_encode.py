@@ -79,7 +79,7 @@ def test_text_trajectory_tokenized_for_the_student_keeps_boundaries(
 def test_text_trajectory_with_images_needs_a_store(tiny_tokenizer: Any, tmp_path) -> None:
     store = ImageStore(tmp_path)
     text_only = scripted_trajectory(tiny_tokenizer, store, seed=2, with_ids=False)
-    with pytest.raises(ValueError, match="data.images"):
+    with pytest.raises(ValueError, match=r"data\.images"):
         encode_trajectory(text_only, tiny_tokenizer, None)
 
 

@@ -56,7 +56,7 @@ def test_resume_refuses_another_config_and_names_the_keys(tmp_path: Path) -> Non
         SHIPPED[0],
         [f"train.output_dir={tmp_path}", "train.lr=0.5", "data.max_length=64"],
     )
-    with pytest.raises(RunFolderError, match="data.max_length, train.lr"):
+    with pytest.raises(RunFolderError, match=r"data\.max_length, train\.lr"):
         check_run_dir(tmp_path, other, resume=True)
 
 
