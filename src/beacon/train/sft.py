@@ -125,10 +125,20 @@ def load_model(cfg: SFTConfig) -> Any:
             if "visual" in name:
                 param.requires_grad_(False)
     if cfg.model.gradient_checkpointing:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        kwargs = {"use_reentrant": False}
+        if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5.2x
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+        else:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
         model.config.use_cache = False
     if cfg.model.lora is not None:
-        from peft import LoraConfig, get_peft_model
+        try:
+            from peft import LoraConfig, get_peft_model
+        except ImportError:
+            raise ImportError(
+                "model.lora needs peft; install it with `pip install 'beacon-vr[lora]'` or "
+                "remove model.lora to train all weights"
+            ) from None
 
         lora = cfg.model.lora
         model = get_peft_model(
