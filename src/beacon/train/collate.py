@@ -10,9 +10,10 @@ single-row forwards).
 
 Micro-batching, and why not packing: the loss is normalised by the step's global count of loss
 tokens (`beacon.train.loss`), so any split of a step into micro-batches gives the same loss and
-gradient. `plan_buckets` sorts by length and fills micro-batches up to a padded-token budget,
-which removes almost all padding. Packing several rows into one would need block-diagonal
-attention (varlen flash-attention), which the CPU path and eager attention lack.
+gradient. `plan_buckets` sorts by length and cuts the sorted rows into the micro-batches that
+minimise padded tokens plus a fixed cost per micro-batch, under a padded-token budget. Packing
+several rows into one would need block-diagonal attention (varlen flash-attention), which the
+CPU path and eager attention lack.
 """
 
 from __future__ import annotations
@@ -149,17 +150,38 @@ def collate(
     )
 
 
-def plan_buckets(lengths: Sequence[int], max_tokens: int) -> list[list[int]]:
-    """Indices grouped into micro-batches by length: rows sorted longest first, each group's
-    padded size (rows x longest row) at most `max_tokens` (a longer row goes alone)."""
+def plan_buckets(
+    lengths: Sequence[int], max_tokens: int, microbatch_cost: int = 0
+) -> list[list[int]]:
+    """Indices grouped into micro-batches of similar length, with the least padded work.
+
+    Rows are sorted longest first and cut into contiguous groups g minimising
+
+        sum_g ( |g| * max_{i in g} len_i  +  c )    subject to  |g| * max_g <= max_tokens
+
+    where c = `microbatch_cost` is the fixed cost of one micro-batch in token-equivalents
+    (kernel launches, the optimizer-free part of a forward). Solved exactly by dynamic
+    programming over cut points, O(n^2) for n rows of one process's share. A row longer than
+    `max_tokens` goes alone.
+    """
     order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
+    n = len(order)
+    best = [0.0] + [float("inf")] * n  # best[j]: cost of the first j sorted rows
+    cut = [0] * (n + 1)
+    for j in range(1, n + 1):
+        for i in range(j - 1, -1, -1):  # group = sorted rows i..j-1, longest is row i
+            padded = (j - i) * lengths[order[i]]
+            if padded > max_tokens and j - i > 1:
+                break
+            cost = best[i] + padded + microbatch_cost
+            if cost < best[j]:
+                best[j], cut[j] = cost, i
     groups: list[list[int]] = []
-    for i in order:
-        if groups and (len(groups[-1]) + 1) * lengths[groups[-1][0]] <= max_tokens:
-            groups[-1].append(i)
-        else:
-            groups.append([i])
-    return groups
+    j = n
+    while j > 0:
+        groups.append(order[cut[j] : j])
+        j = cut[j]
+    return groups[::-1]
 
 
 def plan_padded(count: int, micro_batch_size: int) -> list[list[int]]:

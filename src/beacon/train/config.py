@@ -93,6 +93,12 @@ class TrainConfig(_Strict):
     max_tokens_per_microbatch: int = Field(
         8192, ge=1, description="bucket: padded tokens (rows x longest) per micro-batch."
     )
+    microbatch_cost_tokens: int = Field(
+        256,
+        ge=0,
+        description="bucket: fixed cost of one micro-batch in token-equivalents; the planner "
+        "trades padding against the number of micro-batches with it (raise it on GPUs).",
+    )
     micro_batch_size: int = Field(4, ge=1, description="pad: trajectories per micro-batch.")
     lr: float = Field(1e-5, gt=0, description="Peak learning rate.")
     min_lr_ratio: float = Field(0.1, ge=0, le=1, description="Cosine floor as a share of lr.")

@@ -97,7 +97,11 @@ def make_plan(data: SFTData, cfg: SFTConfig) -> loop.PlanFn:
     def plan(indices: Sequence[int]) -> list[ModelBatch]:
         rows = [data.rows[i] for i in indices]
         if cfg.train.batching == "bucket":
-            groups = plan_buckets([len(r) for r in rows], cfg.train.max_tokens_per_microbatch)
+            groups = plan_buckets(
+                [len(r) for r in rows],
+                cfg.train.max_tokens_per_microbatch,
+                cfg.train.microbatch_cost_tokens,
+            )
         else:
             groups = plan_padded(len(rows), cfg.train.micro_batch_size)
         return [_collate_checked(data, [rows[i] for i in group]) for group in groups]
