@@ -1,0 +1,1 @@
+"""Training: the shared accelerate loop, batching of trajectories, and the recipes (SFT)."""

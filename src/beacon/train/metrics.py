@@ -1,0 +1,143 @@
+"""The one place a step's metrics dict is built, and where it is written.
+
+`step_metrics` builds the dict every recipe logs; recipes add their own keys through `extra`
+(GRPO rewards, ReVuE weights) so no key is assembled anywhere else. `MetricsLogger` writes it
+to `metrics.jsonl` always and to TensorBoard when `tensorboard` is installed, and drives the
+progress bar (loss, tokens/s, ETA), on the main process only.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+METRICS_FILE = "metrics.jsonl"
+
+
+@dataclass
+class StepStats:
+    """What one optimizer step measured, summed over processes."""
+
+    step: int
+    loss: float
+    lr: float
+    grad_norm: float | None
+    tokens: int  # non-padding tokens in the step
+    padded_tokens: int  # tokens the model computed, padding included
+    loss_tokens: int
+    sequences: int
+    microbatches: int  # on the main process
+    seconds: float
+
+
+def step_metrics(stats: StepStats, extra: Mapping[str, float] | None = None) -> dict[str, Any]:
+    """The metrics dict of one step; `extra` adds recipe-specific keys."""
+    seconds = max(stats.seconds, 1e-9)
+    out: dict[str, Any] = {
+        "step": stats.step,
+        "loss": stats.loss,
+        "lr": stats.lr,
+        "grad_norm": stats.grad_norm,
+        "tokens": stats.tokens,
+        "loss_tokens": stats.loss_tokens,
+        "sequences": stats.sequences,
+        "microbatches": stats.microbatches,
+        "padding_ratio": 1.0 - stats.tokens / max(stats.padded_tokens, 1),
+        "tokens_per_s": stats.tokens / seconds,
+        "step_s": stats.seconds,
+    }
+    out.update(extra or {})
+    return out
+
+
+class MetricsLogger:
+    """JSONL (always), TensorBoard (when installed and enabled), tqdm bar; main process only."""
+
+    def __init__(
+        self,
+        run_dir: Path,
+        enabled: bool,
+        total_steps: int,
+        start_step: int,
+        tensorboard: bool = True,
+        progress_bar: bool = True,
+    ) -> None:
+        self.enabled = enabled
+        self.path = run_dir / METRICS_FILE
+        self._bar = self._tb = None
+        if not enabled:
+            return
+        truncate_after(self.path, start_step)
+        self._file = self.path.open("a", encoding="utf-8")
+        if tensorboard:
+            self._tb = _tensorboard_writer(run_dir / "tensorboard")
+        if progress_bar:
+            from tqdm.auto import tqdm
+
+            self._bar = tqdm(total=total_steps, initial=start_step, desc="train", unit="step")
+
+    def log(self, metrics: dict[str, Any]) -> None:
+        if not self.enabled:
+            return
+        self._file.write(json.dumps(metrics) + "\n")
+        self._file.flush()
+        os.fsync(self._file.fileno())
+        if self._tb is not None:
+            for key, value in metrics.items():
+                if isinstance(value, int | float) and key != "step":
+                    self._tb.add_scalar(f"train/{key}", value, metrics["step"])
+
+    def advance(self, metrics: dict[str, Any]) -> None:
+        """Move the bar one step, showing loss and throughput."""
+        if self._bar is not None:
+            self._bar.set_postfix(
+                loss=f"{metrics['loss']:.4f}", tok_s=f"{metrics['tokens_per_s']:.0f}"
+            )
+            self._bar.update(1)
+
+    def close(self) -> None:
+        if not self.enabled:
+            return
+        self._file.close()
+        if self._bar is not None:
+            self._bar.close()
+        if self._tb is not None:
+            self._tb.close()
+
+
+def truncate_after(path: Path, step: int) -> None:
+    """Drop lines of steps after `step` (and a torn last line): a resumed run rewrites them."""
+    if not path.exists():
+        return
+    kept = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if record.get("step", 0) <= step:
+            kept.append(line)
+    path.write_text("".join(f"{line}\n" for line in kept), encoding="utf-8")
+
+
+def read_metrics(path: Path) -> list[dict[str, Any]]:
+    """Every metrics line of a run, in order."""
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+
+
+def _tensorboard_writer(folder: Path) -> Any:
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:
+        logger.info("tensorboard is not installed; metrics go to %s only", METRICS_FILE)
+        return None
+    return SummaryWriter(log_dir=str(folder))

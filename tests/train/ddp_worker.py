@@ -1,0 +1,35 @@
+"""One SFT forward-backward on step 0's global batch; the main process saves loss and grads.
+
+Run directly (1 process) or under `accelerate launch --cpu --num_processes 2` (gloo DDP) by
+`test_ddp.py`; argv: the SFT config as JSON, the output file.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import torch
+
+from beacon.train.config import SFTConfig
+from beacon.train.loop import forward_backward, my_share, step_indices
+from beacon.train.sft import build_parts, make_accelerator
+
+
+def first_step(cfg: SFTConfig, out: str) -> None:
+    """Forward-backward of step 0 under the current launcher; the main process saves to `out`."""
+    accelerator = make_accelerator(cfg)
+    parts, _ = build_parts(cfg, accelerator)
+    indices = step_indices(0, cfg.train.global_batch_size, parts.dataset_size, cfg.train.seed)
+    batches = parts.plan(my_share(indices, accelerator))
+    result = forward_backward(accelerator, parts.model, batches)
+    if accelerator.is_main_process:
+        model = accelerator.unwrap_model(parts.model)
+        grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+        torch.save({"loss": result.loss, "targets": result.targets, "grads": grads}, out)
+    accelerator.wait_for_everyone()
+    accelerator.end_training()
+
+
+if __name__ == "__main__":
+    first_step(SFTConfig.model_validate(json.loads(sys.argv[1])), sys.argv[2])
