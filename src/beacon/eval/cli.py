@@ -84,8 +84,10 @@ def eval_command(
     from beacon.eval.config import EvalConfig
 
     if show_config:
-        for name, type_, default, help_ in describe(EvalConfig):
-            typer.echo(f"{name} ({type_}, default {default}): {help_}")
+        for setting in describe(EvalConfig):
+            typer.echo(
+                f"{setting.name} ({setting.type}, default {setting.default}): {setting.help}"
+            )
         raise typer.Exit()
     overrides = _overrides(
         model, engine, base_url, bench, modes, samples, concurrency, limit, out, data

@@ -20,14 +20,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
 from tqdm import tqdm
 
 from beacon.agent.episode import EpisodeSpec
 from beacon.agent.loop import AgentLoop
 from beacon.benchmarks import Benchmark, get_benchmark
-from beacon.config import to_dict, to_yaml
-from beacon.engines import load_engine
-from beacon.eval.config import TINY_MODEL, EngineConfig, EvalConfig
+from beacon.config import drop_keys, flatten, identity, identity_diff, identity_hash, to_yaml
+from beacon.engines import build_engine
+from beacon.eval.config import EvalConfig
 from beacon.eval.records import (
     SAMPLES_FILE,
     TRAJECTORIES_FILE,
@@ -40,8 +41,7 @@ from beacon.types import Sample, Trajectory
 
 logger = logging.getLogger(__name__)
 
-# Settings that change what a sample's result means; a run folder refuses to mix them.
-IDENTITY_KEYS = ("engine.model", "agent", "seed")
+CONFIG_FILE = "config.yaml"
 
 
 class RunFolderMismatch(ValueError):
@@ -127,37 +127,39 @@ def make_record(item: WorkItem, trajectory: Trajectory, verdict: Any) -> dict[st
     }
 
 
-def check_run_folder(out: Path, cfg: EvalConfig) -> None:
-    """Write config.yaml, or check that the folder's earlier run used the same settings."""
-    path = out / "config.yaml"
-    resolved = to_yaml(cfg)
-    if not path.exists():
-        path.write_text(resolved)
-        return
-    import yaml
+def check_run_folder(out: Path, cfg: EvalConfig) -> str:
+    """Write config.yaml, or refuse a folder whose earlier run had another identity.
 
-    before, now = _flatten(yaml.safe_load(path.read_text()) or {}), _flatten(to_dict(cfg))
-    changed = [  # settings an older version did not have are not a change
-        k for k in sorted(before) if k.startswith(IDENTITY_KEYS) and before[k] != now.get(k)
-    ]
-    if changed:
-        details = ", ".join(f"{k}: {before.get(k)!r} -> {now.get(k)!r}" for k in changed)
+    A run's identity is its whole resolved config minus ``EvalConfig.OPERATIONAL_KEYS``
+    (docs/eval.md, "Run identity"); returns its hash.
+    """
+    path = out / CONFIG_FILE
+    now = identity(cfg, EvalConfig.OPERATIONAL_KEYS)
+    run_id = identity_hash(now)
+    if path.exists():
+        before = _stored_identity(path)
+        changed = identity_diff(before, now)
+        if changed:
+            raise RunFolderMismatch(
+                f"{out} holds results made with other settings ({'; '.join(changed)}); "
+                "resuming would mix them. Use a new --out folder, or restore those settings."
+            )
+    header = f"# config: beacon.eval.config:EvalConfig\n# run identity: sha256:{run_id}\n"
+    path.write_text(header + to_yaml(cfg))
+    return run_id
+
+
+def _stored_identity(path: Path) -> dict[str, Any]:
+    try:
+        stored = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as exc:
         raise RunFolderMismatch(
-            f"{out} holds results made with other settings ({details}); resuming would mix "
-            "them. Use a new --out folder, or restore those settings."
-        )
-    path.write_text(resolved)
-
-
-def _flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    flat: dict[str, Any] = {}
-    for key, value in tree.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict) and value:
-            flat.update(_flatten(value, name + "."))
-        else:
-            flat[name] = value
-    return flat
+            f"{path} cannot be read ({' '.join(str(exc).split())}); is this a beacon eval "
+            "folder? Use a new --out folder."
+        ) from None
+    if not isinstance(stored, dict):
+        raise RunFolderMismatch(f"{path} is not a beacon eval config; use a new --out folder.")
+    return drop_keys(flatten(stored), EvalConfig.OPERATIONAL_KEYS)
 
 
 def run_eval(cfg: EvalConfig, progress: bool = True) -> dict[str, Any]:
@@ -272,41 +274,6 @@ class Recorder:
 def score(bench: Benchmark, trajectory: Trajectory, sample: Sample, judge: Any) -> Any:
     """The benchmark's verdict on what the model wrote (observations are not its words)."""
     return bench.score(trajectory.generated_text, sample, judge=judge)
-
-
-def build_engine(cfg: EngineConfig) -> Any:
-    """The configured engine; model "tiny" is the built-in tiny Qwen2-VL (built on first use)."""
-    model = cfg.model
-    if model == TINY_MODEL:
-        from beacon.engines.tiny import cached_tiny_model
-
-        model = str(cached_tiny_model("qwen2_vl"))
-    if cfg.name == "openai":
-        from beacon.engines.tokenizer import HFTokenizer
-
-        tokenizer = HFTokenizer.from_pretrained(cfg.tokenizer) if cfg.tokenizer else None
-        return load_engine(
-            "openai",
-            model,
-            base_url=cfg.base_url,
-            api_key=cfg.api_key,
-            tokenizer=tokenizer,
-            concurrency=cfg.concurrency,
-            timeout_s=cfg.timeout_s,
-            max_retries=cfg.max_retries,
-        )
-    if cfg.name == "vllm":
-        return load_engine("vllm", model)
-    return load_engine("hf", model, device=_device(cfg.device), batch_size=cfg.batch_size)
-
-
-def _device(name: str) -> str:
-    """ "auto" picks the GPU when there is one."""
-    if name != "auto":
-        return name
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def _expected_total(cfg: EvalConfig) -> int | None:
