@@ -149,7 +149,8 @@ TOOL_EFFECT_COLUMNS = (
     ("Gain", ("adaptivity", "gain"), "pct"),
     ("Harm", ("adaptivity", "harm"), "pct"),
     ("Δ_TE", ("adaptivity", "delta_te"), "diff"),
-    ("Δ_TE cond", ("adaptivity", "delta_te_cond"), "diff"),
+    ("Gain share", ("adaptivity", "gain_share"), "pct"),
+    ("Harm share", ("adaptivity", "harm_share"), "pct"),
     ("MA", ("adaptivity", "mode_adaptiveness"), "pct"),
     ("Text-Retain", ("adaptivity", "text_retain"), "pct"),
 )

@@ -58,9 +58,8 @@ ADAPTIVITY_METRICS = (
     "gain",
     "harm",
     "delta_te",
-    "gain_cond",
-    "harm_cond",
-    "delta_te_cond",
+    "gain_share",
+    "harm_share",
     "text_retain",
     "tool_rate",
 )
