@@ -29,7 +29,7 @@ def test_operational_changes_resume(tmp_path: Path) -> None:
         (["sandbox.timeout_s=2"], "sandbox.timeout_s: 10.0 -> 2.0"),
         (["judge.model=gpt"], 'judge.model: null -> "gpt"'),
         (["agent.temperature=0.5"], "agent.temperature: 0.0 -> 0.5"),
-        (["sandbox.repair=null"], "sandbox.repair.min_crop_size: 4 -> \"(unset)\""),
+        (["sandbox.repair=null"], 'sandbox.repair.min_crop_size: 4 -> "(unset)"'),
     ],
 )
 def test_result_changing_settings_refuse_a_resume_naming_the_keys(
