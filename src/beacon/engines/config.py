@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-TINY_MODEL = "tiny"  # model name meaning "the built-in tiny Qwen2-VL, built locally on first use"
+from beacon.engines.registry import TINY_MODEL, engine_names
 
 
 class EngineConfig(BaseModel):
@@ -36,8 +36,6 @@ class EngineConfig(BaseModel):
     @field_validator("name")
     @classmethod
     def _registered(cls, value: str) -> str:
-        from beacon.engines.registry import engine_names
-
         if value not in engine_names():
             raise ValueError(f"unknown engine {value!r}; choose one of {', '.join(engine_names())}")
         return value

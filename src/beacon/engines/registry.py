@@ -16,10 +16,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from beacon.engines.base import Engine
-from beacon.engines.config import TINY_MODEL, EngineConfig
+
+if TYPE_CHECKING:  # the config validates names against this registry, so no import back
+    from beacon.engines.config import EngineConfig
+
+TINY_MODEL = "tiny"  # model name meaning "the built-in tiny Qwen2-VL, built locally on first use"
 
 
 @dataclass(frozen=True)
