@@ -10,7 +10,8 @@ import pytest
 from PIL import Image
 
 from beacon.eval.plots import PLOTS
-from beacon.eval.report import format_metric, read_samples, write_report
+from beacon.eval.records import read_samples
+from beacon.eval.report import format_metric, write_report
 
 
 def _record(bench, sid, mode, correct, used, category, tokens):

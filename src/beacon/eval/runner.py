@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import threading
 import zlib
 from collections.abc import Iterator
@@ -27,17 +26,21 @@ from beacon.agent.episode import EpisodeSpec
 from beacon.agent.loop import AgentLoop
 from beacon.benchmarks import Benchmark, get_benchmark
 from beacon.config import drop_keys, flatten, identity, identity_diff, identity_hash, to_yaml
-from beacon.engines import build_engine
-from beacon.eval.config import EvalConfig
+from beacon.engines import build_engine, load_engine
+from beacon.eval.config import EvalConfig, JudgeConfig
 from beacon.eval.records import (
     SAMPLES_FILE,
     TRAJECTORIES_FILE,
     JsonlWriter,
+    SampleRecord,
+    TrajectoryRef,
     prepare_resume,
-    read_jsonl,
+    read_samples,
 )
 from beacon.images import ImageStore
+from beacon.metrics.summary import Summary
 from beacon.types import Sample, Trajectory
+from beacon.verify import Judge, Verdict
 
 logger = logging.getLogger(__name__)
 
@@ -97,8 +100,8 @@ def work_items(cfg: EvalConfig, done: set[str]) -> Iterator[WorkItem]:
                     yield WorkItem(key, bench, spec)
 
 
-def make_record(item: WorkItem, trajectory: Trajectory, verdict: Any) -> dict[str, Any]:
-    """One samples.jsonl line (the schema is documented in docs/eval.md)."""
+def make_record(item: WorkItem, trajectory: Trajectory, verdict: Verdict) -> SampleRecord:
+    """One samples.jsonl line (`SampleRecord`; the schema is documented in docs/eval.md)."""
     sample = item.spec.sample
     return {
         "key": item.key,
@@ -123,7 +126,7 @@ def make_record(item: WorkItem, trajectory: Trajectory, verdict: Any) -> dict[st
         "finish_reason": trajectory.finish_reason,
         "error": trajectory.error,
         "wall_time_s": round(trajectory.wall_time_s, 4),
-        "trajectory": {"file": TRAJECTORIES_FILE, "key": item.key},
+        "trajectory": TrajectoryRef(file=TRAJECTORIES_FILE, key=item.key),
     }
 
 
@@ -162,7 +165,7 @@ def _stored_identity(path: Path) -> dict[str, Any]:
     return drop_keys(flatten(stored), EvalConfig.OPERATIONAL_KEYS)
 
 
-def run_eval(cfg: EvalConfig, progress: bool = True) -> dict[str, Any]:
+def run_eval(cfg: EvalConfig, progress: bool = True) -> Summary:
     """Run (or resume) an evaluation; return the summary that is also in summary.json."""
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -227,7 +230,7 @@ class Recorder:
     next submit or on exit, so the run stops instead of silently losing samples.
     """
 
-    def __init__(self, out: Path, judge: Any, bar: Any, judge_cfg: Any) -> None:
+    def __init__(self, out: Path, judge: Judge | None, bar: tqdm, judge_cfg: JudgeConfig) -> None:
         self.judge, self.bar = judge, bar
         self.samples = JsonlWriter(out / SAMPLES_FILE)
         self.trajectories = JsonlWriter(out / TRAJECTORIES_FILE)
@@ -271,7 +274,7 @@ class Recorder:
             self._raise_failures()
 
 
-def score(bench: Benchmark, trajectory: Trajectory, sample: Sample, judge: Any) -> Any:
+def score(bench: Benchmark, trajectory: Trajectory, sample: Sample, judge: Judge | None) -> Verdict:
     """The benchmark's verdict on what the model wrote (observations are not its words)."""
     return bench.score(trajectory.generated_text, sample, judge=judge)
 
@@ -282,14 +285,11 @@ def _expected_total(cfg: EvalConfig) -> int | None:
     return cfg.limit * len(cfg.benchmarks) * len(cfg.modes) * cfg.samples
 
 
-def _build_judge(cfg: EvalConfig, out: Path) -> Any:
+def _build_judge(cfg: EvalConfig, out: Path) -> Judge | None:
     if cfg.judge.model is None:
         return None
-    from beacon.engines.openai import OpenAIEngine
-    from beacon.verify import Judge
-
-    engine = OpenAIEngine(
-        base_url=cfg.judge.base_url, model=cfg.judge.model, api_key=cfg.judge.api_key
+    engine = load_engine(
+        "openai", cfg.judge.model, base_url=cfg.judge.base_url, api_key=cfg.judge.api_key
     )
     return Judge(
         engine,
@@ -299,27 +299,16 @@ def _build_judge(cfg: EvalConfig, out: Path) -> Any:
     )
 
 
-def finish_run(cfg: EvalConfig, out: Path) -> dict[str, Any]:
+def finish_run(cfg: EvalConfig, out: Path) -> Summary:
     """Summarize samples.jsonl into summary.json (and report.md when asked)."""
     from beacon.metrics import summarize
 
-    records = list(read_jsonl(out / SAMPLES_FILE))
+    records = read_samples(out / SAMPLES_FILE)
     aggregators = {name: get_benchmark(name).aggregate for name in cfg.benchmarks}
     summary = summarize(records, bootstrap=cfg.bootstrap, seed=cfg.seed, aggregators=aggregators)
-    (out / "summary.json").write_text(json.dumps(_json_safe(summary), indent=2) + "\n")
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
     if cfg.report:
         from beacon.eval.report import load_run, render_report
 
         render_report([load_run(out, aggregators=aggregators, summary=summary)], out)
     return summary
-
-
-def _json_safe(value: Any) -> Any:
-    """NaN (an undefined metric) becomes null, as JSON has no NaN."""
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_json_safe(v) for v in value]
-    return value
