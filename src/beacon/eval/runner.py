@@ -29,8 +29,11 @@ from beacon.config import drop_keys, flatten, identity, identity_diff, identity_
 from beacon.engines import build_engine, load_engine
 from beacon.eval.config import EvalConfig, JudgeConfig
 from beacon.eval.records import (
+    ERRORS_FILE,
+    INFRASTRUCTURE_FAILURES,
     SAMPLES_FILE,
     TRAJECTORIES_FILE,
+    InfraError,
     JsonlWriter,
     SampleRecord,
     TrajectoryRef,
@@ -45,10 +48,24 @@ from beacon.verify import Judge, Verdict
 logger = logging.getLogger(__name__)
 
 CONFIG_FILE = "config.yaml"
+_LOGGED_FAILURES = 5  # infrastructure failures logged one by one; the rest are counted
 
 
 class RunFolderMismatch(ValueError):
     """The run folder holds results made with different settings."""
+
+
+class InfrastructureErrors(RuntimeError):
+    """Episodes failed on the engine or sandbox; they are not results and a rerun retries them."""
+
+    def __init__(self, count: int, first_error: str | None, out: Path) -> None:
+        self.count = count
+        super().__init__(
+            f"{count} episode{'s' * (count != 1)} failed on the engine or sandbox, not the "
+            f"model (first: {first_error}); they are not counted in any metric. Fix the cause "
+            f"(is the server up?) and rerun the same command to retry them; details in "
+            f"{out / ERRORS_FILE}"
+        )
 
 
 @dataclass
@@ -58,6 +75,14 @@ class WorkItem:
     key: str
     bench: Benchmark
     spec: EpisodeSpec
+
+
+@dataclass
+class InfraCount:
+    """Episodes of this invocation that failed outside the model (see INFRASTRUCTURE_FAILURES)."""
+
+    count: int = 0
+    first: str | None = None
 
 
 @dataclass
@@ -177,9 +202,13 @@ def run_eval(cfg: EvalConfig, progress: bool = True) -> Summary:
         logger.info("resuming %s: %d samples already done", out, len(done))
     items = work_items(cfg, set(done))
     first = next(items, None)
+    failures = InfraCount()
     if first is not None:
-        _run_items(cfg, out, _chain(first, items), len(done), progress)
-    return finish_run(cfg, out)
+        failures = _run_items(cfg, out, _chain(first, items), len(done), progress)
+    summary = finish_run(cfg, out)
+    if failures.count:
+        raise InfrastructureErrors(failures.count, failures.first, out)
+    return summary
 
 
 def _chain(first: WorkItem, rest: Iterator[WorkItem]) -> Iterator[WorkItem]:
@@ -189,7 +218,7 @@ def _chain(first: WorkItem, rest: Iterator[WorkItem]) -> Iterator[WorkItem]:
 
 def _run_items(
     cfg: EvalConfig, out: Path, items: Iterator[WorkItem], already: int, progress: bool
-) -> None:
+) -> InfraCount:
     by_spec: dict[int, WorkItem] = {}
 
     def specs() -> Iterator[EpisodeSpec]:
@@ -220,6 +249,7 @@ def _run_items(
         recorder = stack.enter_context(Recorder(out, _build_judge(cfg, out), bar, cfg.judge))
         for spec, trajectory in loop.stream(specs(), max_active=cfg.concurrency):
             recorder.submit(by_spec.pop(id(spec)), trajectory)
+    return recorder.failures
 
 
 class Recorder:
@@ -234,6 +264,8 @@ class Recorder:
         self.judge, self.bar = judge, bar
         self.samples = JsonlWriter(out / SAMPLES_FILE)
         self.trajectories = JsonlWriter(out / TRAJECTORIES_FILE)
+        self.errors = JsonlWriter(out / ERRORS_FILE)
+        self.failures = InfraCount()
         workers = judge_cfg.concurrency if judge is not None else 1
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="beacon-score")
         self.pending: list[Future] = []
@@ -245,6 +277,9 @@ class Recorder:
         self.pending.append(self.pool.submit(self._record, item, trajectory))
 
     def _record(self, item: WorkItem, trajectory: Trajectory) -> None:
+        if trajectory.finish_reason in INFRASTRUCTURE_FAILURES:
+            self._record_failure(item, trajectory)
+            return
         verdict = score(item.bench, trajectory, item.spec.sample, self.judge)
         line = '{"key":' + json.dumps(item.key) + ',"trajectory":' + trajectory.to_json() + "}"
         self.trajectories.write(line)
@@ -253,6 +288,25 @@ class Recorder:
             self.live.add(item.spec.mode, verdict.correct)
             self.bar.update(1)
             self.bar.set_postfix(self.live.postfix(), refresh=False)
+
+    def _record_failure(self, item: WorkItem, trajectory: Trajectory) -> None:
+        """Not a result: logged and kept out of samples.jsonl, so a rerun retries it."""
+        failure = InfraError(
+            key=item.key, finish_reason=trajectory.finish_reason, error=trajectory.error
+        )
+        self.errors.write(dict(failure))
+        with self.lock:
+            self.failures.count += 1
+            self.failures.first = self.failures.first or trajectory.error
+            if self.failures.count <= _LOGGED_FAILURES:
+                logger.error(
+                    "%s: %s (%s); not a result, it will be retried",
+                    item.key,
+                    trajectory.finish_reason,
+                    trajectory.error,
+                )
+            self.bar.update(1)
+            self.bar.set_postfix({**self.live.postfix(), "failed": self.failures.count})
 
     def _raise_failures(self) -> None:
         still = []
@@ -270,6 +324,7 @@ class Recorder:
         self.pool.shutdown(wait=True)
         self.samples.close()
         self.trajectories.close()
+        self.errors.close()
         if exc[0] is None:
             self._raise_failures()
 
