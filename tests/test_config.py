@@ -1,80 +1,89 @@
-"""beacon.config: typed loading, overrides, error text, round trips, docs from comments."""
+"""beacon.config: loading pydantic models from YAML + --set, error text, round trips, identity."""
 
 from __future__ import annotations
 
-import dataclasses
 import pickle
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 import pytest
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from beacon.config import (
     ConfigError,
     config_class_for,
     describe,
     format_describe,
+    identity,
+    identity_diff,
+    identity_hash,
     load_config,
     parse_overrides,
+    raise_problems,
     to_dict,
     to_yaml,
 )
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+FORBID = ConfigDict(extra="forbid")
 
 
-@dataclass
-class NaarConfig:
-    code_reward: float = 0.5  # reward for a correct answer that used code
-    penalty: float = 0.0  # subtracted per unused tool call
+class NaarConfig(BaseModel):
+    model_config = FORBID
+    code_reward: float = Field(0.5, description="reward for a correct answer that used code")
+    penalty: float = Field(0.0, description="subtracted per unused tool call")
 
 
-@dataclass
-class RLConfig:
-    naar: NaarConfig = field(default_factory=lambda: NaarConfig(code_reward=0.25))  # NAAR
-    # learning rate of the policy
-    lr: float = 1e-6
+class RLConfig(BaseModel):
+    model_config = FORBID
+    naar: NaarConfig = Field(default_factory=lambda: NaarConfig(code_reward=0.25))
+    lr: float = Field(1e-6, description="learning rate of the policy")
 
 
-@dataclass
-class RolloutConfig:
-    group_size: int = 8  # samples per prompt
-    temperatures: list[float] = field(default_factory=lambda: [1.0])  # per segment kind
+class RolloutConfig(BaseModel):
+    model_config = FORBID
+    group_size: int = Field(8, description="samples per prompt")
+    temperatures: list[float] = Field(default_factory=lambda: [1.0])
 
-    def validate(self) -> list[str]:
+    @model_validator(mode="after")
+    def _check(self) -> RolloutConfig:
         if self.group_size < 2:
-            return [f"group_size={self.group_size} gives every group zero advantage"]
-        return []
+            raise_problems([f"group_size={self.group_size} gives every group zero advantage"])
+        return self
 
 
-@dataclass
-class EngineConfig:
-    name: Literal["hf", "vllm", "openai"] = "hf"  # generation backend
-    model: str | None = None  # model folder or hub id
-    stop: list[str] = field(default_factory=list)  # extra stop strings
+class EngineConfig(BaseModel):
+    model_config = FORBID
+    name: Literal["hf", "vllm", "openai"] = Field("hf", description="generation backend")
+    model: str | None = Field(None, description="model folder or hub id")
+    stop: list[str] = Field(default_factory=list, description="extra stop strings")
 
 
-@dataclass
-class TrainConfig:
-    run_name: str  # folder name under runs/
-    rl: RLConfig = field(default_factory=RLConfig)
-    rollout: RolloutConfig = field(default_factory=RolloutConfig)
-    engine: EngineConfig = field(default_factory=EngineConfig)
-    modes: list[Literal["tool", "notool", "hinted"]] = field(default_factory=lambda: ["tool"])
-    output_dir: Path = Path("runs")  # where run folders go
-    bf16: bool = True  # train in bfloat16
-    weights: dict[str, float] = field(default_factory=lambda: {"acc": 1.0, "format": 0.1})
-    boxes: list[list[int]] = field(default_factory=list)  # nested lists
-    max_turns: int | str = 4  # a union: an int, or a named budget
-    image_size: tuple[int, int] = (64, 48)  # fixed-length tuple
-    scales: tuple[float, ...] = ()  # variadic tuple
+class TrainConfig(BaseModel):
+    model_config = FORBID
+    run_name: str = Field(description="folder name under runs/")
+    rl: RLConfig = Field(default_factory=RLConfig)
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+    engine: EngineConfig = Field(default_factory=EngineConfig)
+    modes: list[Literal["tool", "notool", "hinted"]] = Field(default_factory=lambda: ["tool"])
+    output_dir: Path = Field(Path("runs"), description="where run folders go")
+    bf16: bool = Field(True, description="train in bfloat16")
+    weights: dict[str, float] = Field(default_factory=lambda: {"acc": 1.0, "format": 0.1})
+    boxes: list[list[int]] = Field(default_factory=list)
+    max_turns: int | str = 4
+    image_size: tuple[int, int] = (64, 48)
+    scales: tuple[float, ...] = ()
     seed: int = 0
 
-    def validate(self) -> list[str]:
+    @model_validator(mode="after")
+    def _check(self) -> TrainConfig:
+        problems = []
         if "hinted" in self.modes and self.rollout.group_size < 4:
-            return ["modes include hinted, which needs rollout.group_size >= 4"]
-        return []
+            problems.append("modes include hinted, which needs rollout.group_size >= 4")
+        if self.seed < 0:
+            problems.append(f"seed: must be >= 0, got {self.seed}")
+        raise_problems(problems)
+        return self
 
 
 def write(tmp_path: Path, text: str, name: str = "cfg.yaml") -> Path:
@@ -172,8 +181,7 @@ def test_float_accepts_int_but_int_rejects_float_and_bool(tmp_path):
 
 
 def test_bool_words_only_from_set(tmp_path):
-    assert [load(f"bf16={word}").bf16 for word in ("no", "0", "False", "yes", "1")] == [
-        False,
+    assert [load(f"bf16={word}").bf16 for word in ("no", "False", "yes", "true")] == [
         False,
         False,
         True,
@@ -232,32 +240,24 @@ def test_empty_section_keeps_defaults(tmp_path):
 
 def test_set_into_a_scalar_is_reported():
     assert problems_of("seed.x=1") == [
-        "--set seed.x: seed has type int, not a section of settings;"
-        " set it whole, e.g. --set seed=..."
+        "--set seed.x: seed is 0, not a section of settings; set it whole, e.g. --set seed=..."
     ]
 
 
-def test_validate_problems_come_after_type_problems_with_path_prefix():
+def test_validator_problems_come_after_type_problems_with_path_prefix():
     assert problems_of("rollout.group_size=1", "modes=[hinted]") == [
         "rollout: group_size=1 gives every group zero advantage",
-        "modes include hinted, which needs rollout.group_size >= 4",
     ]
-    # bf16 is wrong, so TrainConfig is never built and its own validate() cannot run; the
-    # rollout section was built, so its check still shows, after the type problem.
+    assert problems_of("rollout.group_size=3", "modes=[hinted]", "seed=-1") == [
+        "modes include hinted, which needs rollout.group_size >= 4",
+        "seed: must be >= 0, got -1",
+    ]
+    # bf16 is wrong, so TrainConfig's own validator cannot run; the rollout section was built,
+    # so its check still shows, after the type problem.
     assert problems_of("rollout.group_size=1", "modes=[hinted]", "bf16=maybe") == [
         'bf16: expected bool, got "maybe"',
         "rollout: group_size=1 gives every group zero advantage",
     ]
-
-
-def test_validate_runs_on_defaults_inside_lists_and_sections():
-    @dataclass
-    class Holder:
-        rollouts: list[RolloutConfig] = field(default_factory=lambda: [RolloutConfig(1)])
-
-    with pytest.raises(ConfigError) as info:
-        load_config(Holder)
-    assert info.value.problems == ["rollouts[0]: group_size=1 gives every group zero advantage"]
 
 
 def test_malformed_overrides():
@@ -309,14 +309,15 @@ def test_to_yaml_round_trips(tmp_path):
     assert to_dict(cfg)["output_dir"] == "/tmp/o"
 
 
-def test_describe_reads_field_comments():
-    rows = {row[0]: row[1:] for row in describe(TrainConfig)}
+def test_describe_reads_field_descriptions():
+    rows = {row.name: (row.type, row.default, row.help) for row in describe(TrainConfig)}
     assert rows["rl.naar.code_reward"] == (
         "float",
         "0.25",
         "reward for a correct answer that used code",
     )
     assert rows["rl.lr"] == ("float", "1e-06", "learning rate of the policy")
+    assert rows["output_dir"] == ("path", '"runs"', "where run folders go")
     assert rows["run_name"] == ("str", "(required)", "folder name under runs/")
     assert rows["engine.name"] == ('"hf" | "vllm" | "openai"', '"hf"', "generation backend")
     assert rows["engine.model"] == ("str | null", "null", "model folder or hub id")
@@ -333,7 +334,7 @@ def test_config_class_for_reads_first_line(tmp_path):
     assert config_class_for(named) is TrainConfig
     assert config_class_for(write(tmp_path, "run_name: r\n", "b.yaml")) is None
     wrong = write(tmp_path, f"# config: {__name__}:write\n", "c.yaml")
-    with pytest.raises(ConfigError, match="not a dataclass"):
+    with pytest.raises(ConfigError, match="not a pydantic model"):
         config_class_for(wrong)
 
 
@@ -343,9 +344,41 @@ SHIPPED = sorted((REPO_ROOT / "configs").rglob("*.yaml")) + sorted(
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: str(p.relative_to(REPO_ROOT)))
-def test_shipped_config_loads(path):
-    """Every file under configs/ names its dataclass on line 1 and loads without problems."""
+def test_shipped_config_loads(path, tmp_path):
+    """Every file under configs/ names its model on line 1 and loads without problems."""
     cls = config_class_for(path)
     assert cls is not None, f"{path} must start with '# config: module:Class'"
     config = load_config(cls, path=path)
-    assert dataclasses.is_dataclass(config)
+    assert load_config(cls, path=write(tmp_path, to_yaml(config))) == config
+
+
+class Job(BaseModel):
+    model_config = FORBID
+    engine: EngineConfig = Field(default_factory=EngineConfig)
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+    out: str = "runs/x"
+    workers: int = 4
+
+
+def test_identity_drops_operational_keys_and_sections():
+    flat = identity(Job(), ["out", "workers", "engine"])
+    assert flat == {"rollout.group_size": 8, "rollout.temperatures": [1.0]}
+    moved = Job(out="elsewhere", workers=1, engine=EngineConfig(name="vllm"))
+    assert identity_hash(identity(moved, ["out", "workers", "engine"])) == identity_hash(flat)
+    other = identity(Job(rollout=RolloutConfig(group_size=4)), ["out", "workers", "engine"])
+    assert identity_hash(other) != identity_hash(flat)
+
+
+def test_identity_diff_names_changed_added_and_removed_keys():
+    before = {"a": 1, "b": "x", "gone": True}
+    now = {"a": 2, "b": "x", "new": None}
+    assert identity_diff(before, now) == [
+        "a: 1 -> 2",
+        'gone: true -> "(unset)"',
+        'new: "(unset)" -> null',
+    ]
+
+
+def test_load_config_refuses_a_non_model():
+    with pytest.raises(TypeError, match="pydantic model"):
+        load_config(dict)  # type: ignore[type-var]

@@ -1,61 +1,76 @@
-"""Typed configs: dataclasses + YAML files + ``--set a.b.c=value`` overrides.
+"""Configs: pydantic models + YAML files + ``--set a.b.c=value`` overrides.
 
-Every setting is declared once, in a dataclass field with its default and a trailing ``#`` comment
-that is its documentation (STYLE.md §5). Loading keeps nanoGPT's two rules (unknown keys and
-mismatched types are errors) and torchtune's ``ConfigError`` pattern (every problem in the file is
-collected and raised together)::
+Every setting is declared once, in a pydantic model (``extra="forbid"``) with its default and a
+``Field(description=...)`` that is its documentation (STYLE.md §5). pydantic does the type
+checking; this module only merges YAML and ``--set`` into one tree, validates it once and turns
+pydantic's errors into our one-line-per-problem ``ConfigError``::
 
-    cfg = load_config(EvalConfig, path="configs/eval/vstar.yaml", overrides=["engine.name=hf"])
+    cfg = load_config(EvalConfig, path="configs/eval_synth.yaml", overrides=["engine.name=hf"])
     text = to_yaml(cfg)   # the resolved config; load_config reads it back to an equal object
 
-Field types: nested dataclasses, ``int``, ``float`` (ints accepted), ``bool``, ``str``, ``Path``,
-``Literal[...]``, ``list[X]``, ``tuple[X, ...]``, ``tuple[A, B]``, ``dict[str, X]``, ``X | None``
-and other unions, ``Any``.
+Works for any pydantic model. Semantics worth knowing:
 
-Semantics worth knowing:
-
-1. A mapping for a nested dataclass is laid over that field's default, so a file may set one key of
+1. Types are strict, as nanoGPT's rules want: ``"8"`` is not an int, ``1.0`` is not an int, ``1``
+   is a float. Validation runs in pydantic's JSON mode, so YAML lists fill tuples and strings
+   fill paths.
+2. A mapping for a nested model is laid over that field's default, so a file may set one key of
    a section. A list or dict given in a file replaces the default whole; ``--set a.d.k=v`` adds or
    replaces one key of a dict field.
-2. ``--set`` values are YAML (``modes=[tool,notool]``, ``x=null``). For ``str``/``Path`` fields the
-   text is taken verbatim where YAML would read a number or bool (``--set run.name=2024``); ``bool``
-   fields take ``true/false/yes/no/1/0`` from ``--set`` (files need real YAML booleans).
-3. Exponent floats without a dot (``1e-5``) are floats, as in YAML 1.2; PyYAML's YAML 1.1 rules
+3. ``--set`` values are YAML (``modes=[tool,notool]``, ``x=null``, ``flag=yes``); where a str
+   field rejects the YAML reading of a scalar, the verbatim text is used (``--set
+   run.name=2024``).
+4. Exponent floats without a dot (``1e-5``) are floats, as in YAML 1.2; PyYAML's YAML 1.1 rules
    would read them as strings. ``to_yaml`` quotes strings that look like such floats.
-4. After types, each dataclass's optional ``validate(self) -> list[str]`` reports cross-field
-   problems; they are listed after the type problems, prefixed with the field path.
-5. Files under ``configs/`` name their dataclass on the first line,
-   ``# config: beacon.eval.runner:EvalConfig`` (read by :func:`config_class_for`).
+5. Cross-field checks are ``model_validator(mode="after")`` methods that call
+   :func:`raise_problems`; each problem is reported on its own line, prefixed with the model's
+   path, together with every type problem.
+6. Files under ``configs/`` name their model on the first line,
+   ``# config: beacon.eval.config:EvalConfig`` (read by :func:`config_class_for`).
 """
 
 from __future__ import annotations
 
-import ast
 import copy
 import dataclasses
 import difflib
+import hashlib
 import importlib
-import inspect
-import io
 import json
 import re
-import textwrap
-import tokenize
 import types
-from collections.abc import Mapping, Sequence
-from functools import cache
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
 
 import yaml
+from pydantic import BaseModel, ValidationError
 
-T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
 
-_MISSING: Any = dataclasses.MISSING
-_INVALID: Any = object()  # marks a value that failed conversion (its problem is already recorded)
-_BOOL_WORDS = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}
 _EXP_FLOAT = re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$")
 _CLASS_LINE = re.compile(r"^#\s*config:\s*([\w.]+):(\w+)\s*$")
+_EXPECTED = {  # pydantic error type -> the type name our messages use
+    "int_type": "int",
+    "int_from_float": "int",
+    "int_parsing": "int",
+    "float_type": "float",
+    "float_parsing": "float",
+    "bool_type": "bool",
+    "bool_parsing": "bool",
+    "string_type": "str",
+    "list_type": "list",
+    "tuple_type": "list",
+    "dict_type": "mapping",
+}
+
+
+_BOUNDS = {  # pydantic error type -> (comparison, its ctx key), for Field(ge=..., ...) limits
+    "greater_than_equal": (">=", "ge"),
+    "greater_than": (">", "gt"),
+    "less_than_equal": ("<=", "le"),
+    "less_than": ("<", "lt"),
+}
 
 
 class _Loader(yaml.SafeLoader):
@@ -84,7 +99,7 @@ class ConfigError(ValueError):
         return ConfigError, (self.problems, self.source)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclass(frozen=True)
 class Override:
     """One ``--set`` item: the dotted key split into ``keys``, raw ``text``, YAML ``value``."""
 
@@ -93,10 +108,20 @@ class Override:
     value: Any
 
 
-@dataclasses.dataclass
-class _Problems:
-    types: list[str] = dataclasses.field(default_factory=list)  # unknown keys, types, missing
-    checks: list[str] = dataclasses.field(default_factory=list)  # from validate(), listed last
+@dataclass(frozen=True)
+class Setting:
+    """One row of :func:`describe`: a leaf setting of a config model."""
+
+    name: str
+    type: str
+    default: str
+    help: str
+
+
+def raise_problems(problems: Sequence[str]) -> None:
+    """Raise the cross-field problems of a model validator, one per line (see point 5)."""
+    if problems:
+        raise ValueError("\n".join(problems))
 
 
 def parse_overrides(overrides: Sequence[str]) -> list[Override]:
@@ -108,72 +133,120 @@ def parse_overrides(overrides: Sequence[str]) -> list[Override]:
     return parsed
 
 
-def load_config(cls: type[T], path: str | Path | None = None, overrides: Sequence[str] = ()) -> T:
+def load_config(cls: type[M], path: str | Path | None = None, overrides: Sequence[str] = ()) -> M:
     """Builds ``cls`` from its defaults, then the YAML file at ``path``, then ``overrides``.
 
     Raises ConfigError naming every unknown key, wrong type, missing required setting and
-    ``validate()`` problem at once.
+    cross-field problem at once.
     """
-    if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
-        raise TypeError(f"load_config needs a dataclass type, got {cls!r}")
+    if not (isinstance(cls, type) and issubclass(cls, BaseModel)):
+        raise TypeError(f"load_config needs a pydantic model class, got {cls!r}")
     source = " + ".join(
         ([str(path)] if path is not None else []) + (["--set"] if overrides else [])
     )
     source = source or f"{cls.__name__} defaults"
-    raw = _read_yaml(Path(path), cls) if path is not None else {}
-    problems = _Problems()
-    for override in _parse_overrides(overrides, problems.types):
-        _apply_override(raw, cls, override, problems.types)
-    config = _convert(raw, cls, "", problems)
-    if problems.types or problems.checks:
-        raise ConfigError(problems.types + problems.checks, source)
-    return config
+    problems: list[str] = []
+    tree = _merge(cls, _defaults(cls), _read_yaml(Path(path), cls) if path is not None else {})
+    parsed = _parse_overrides(overrides, problems)
+    for override in parsed:
+        _apply_override(tree, override, problems)
+    if problems:
+        raise ConfigError(problems, source)
+    try:
+        return _validate(cls, tree)
+    except ValidationError as exc:
+        errors = _retry_overrides_as_text(cls, tree, parsed, exc)
+        if errors is None:
+            return _validate(cls, tree)
+        raise ConfigError(_problems(cls, errors), source) from None
 
 
-def to_dict(obj: Any) -> Any:
-    """Plain YAML-ready data: dataclasses become dicts, tuples lists, paths strings."""
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj) if f.init}
-    if isinstance(obj, Mapping):
-        return {key: to_dict(value) for key, value in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [to_dict(value) for value in obj]
-    if isinstance(obj, Path):
-        return str(obj)
-    return obj
+def to_dict(config: BaseModel) -> dict[str, Any]:
+    """Plain YAML/JSON-ready data: nested models become dicts, tuples lists, paths strings."""
+    return config.model_dump(mode="json")
 
 
-def to_yaml(config: Any) -> str:
+def to_yaml(config: BaseModel) -> str:
     """The resolved config as YAML, in field order; ``load_config`` reads it back unchanged."""
     return yaml.dump(to_dict(config), Dumper=_Dumper, sort_keys=False, allow_unicode=True)
 
 
-def describe(cls: type) -> list[tuple[str, str, str, str]]:
-    """One row per setting: (dotted name, type, default, help from the field's ``#`` comment).
-
-    Nested dataclasses are expanded into their own settings; ``(required)`` marks no default.
-    """
+def describe(cls: type[BaseModel]) -> list[Setting]:
+    """One row per leaf setting, nested models expanded; ``(required)`` marks no default."""
     return _describe(cls, "", None)
 
 
-def format_describe(cls: type) -> str:
+def format_describe(cls: type[BaseModel]) -> str:
     """``describe(cls)`` as an aligned text table, for ``--show-config``."""
-    rows = [("setting", "type", "default", "help"), *describe(cls)]
+    rows = [("setting", "type", "default", "help")]
+    rows += [(s.name, s.type, s.default, s.help) for s in describe(cls)]
     widths = [max(len(row[i]) for row in rows) for i in range(3)]
     lines = ["  ".join(row[i].ljust(widths[i]) for i in range(3)) + "  " + row[3] for row in rows]
     return "\n".join(line.rstrip() for line in lines)
 
 
-def config_class_for(path: str | Path) -> type | None:
-    """The dataclass named by a ``# config: module:Class`` first line, or None without one."""
+def config_class_for(path: str | Path) -> type[BaseModel] | None:
+    """The model named by a ``# config: module:Class`` first line, or None without one."""
     with open(path, encoding="utf-8") as file:
         match = _CLASS_LINE.match(file.readline().strip())
     if match is None:
         return None
     cls = getattr(importlib.import_module(match[1]), match[2], None)
-    if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
-        raise ConfigError([f"first line names {match[1]}:{match[2]}, not a dataclass"], str(path))
+    if not (isinstance(cls, type) and issubclass(cls, BaseModel)):
+        raise ConfigError(
+            [f"first line names {match[1]}:{match[2]}, not a pydantic model"], str(path)
+        )
     return cls
+
+
+# ------------------------------------------------------------------------------ run identity
+
+
+def identity(config: BaseModel, operational: Iterable[str]) -> dict[str, Any]:
+    """The resolved config as flat ``{"a.b": value}``, minus the ``operational`` keys.
+
+    An operational key (``concurrency``, ``out``) names a setting or a whole section that changes
+    how a run goes, not what its results mean; everything else is the run's identity.
+    """
+    return drop_keys(flatten(to_dict(config)), operational)
+
+
+def identity_hash(flat: Mapping[str, Any]) -> str:
+    """SHA-256 of an :func:`identity`, in canonical JSON (sorted keys), as hex."""
+    text = json.dumps(dict(flat), sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def identity_diff(before: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
+    """``"key: old -> new"`` for every key whose value differs, or that only one side has."""
+    keys = sorted(set(before) | set(now))
+    missing = "(unset)"
+    return [
+        f"{k}: {json.dumps(before.get(k, missing))} -> {json.dumps(now.get(k, missing))}"
+        for k in keys
+        if before.get(k, missing) != now.get(k, missing)
+    ]
+
+
+def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"a": {"b": 1}}`` -> ``{"a.b": 1}``; an empty mapping stays a leaf."""
+    flat: dict[str, Any] = {}
+    for key, value in tree.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value:
+            flat.update(flatten(value, name + "."))
+        else:
+            flat[name] = value
+    return flat
+
+
+def drop_keys(flat: Mapping[str, Any], keys: Iterable[str]) -> dict[str, Any]:
+    """``flat`` without each key in ``keys`` and everything under it (``"engine"`` drops
+    ``"engine.name"``)."""
+    prefixes = tuple(keys)
+    return {
+        k: v for k, v in flat.items() if not any(k == p or k.startswith(p + ".") for p in prefixes)
+    }
 
 
 # ---------------------------------------------------------------- reading files and overrides
@@ -184,6 +257,8 @@ def _read_yaml(path: Path, cls: type) -> dict:
         raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)
     except FileNotFoundError:
         raise ConfigError(["file not found"], str(path)) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError([f"cannot read the file ({exc})"], str(path)) from None
     except yaml.YAMLError as exc:
         raise ConfigError([f"not valid YAML: {' '.join(str(exc).split())}"], str(path)) from None
     if raw is None:
@@ -211,262 +286,243 @@ def _parse_overrides(overrides: Sequence[str], problems: list[str]) -> list[Over
     return parsed
 
 
-def _apply_override(raw: dict, cls: type, override: Override, problems: list[str]) -> None:
-    """Puts the Override object at its place in the raw tree; _convert reads it by the field type.
-
-    Missing sections are created on the way: ``{}`` for a dataclass (laid over its default) and a
-    copy of the default for a dict field, so ``--set weights.c=1`` keeps the other keys.
-    """
-    node, tp, default = raw, cls, None
-    for depth, key in enumerate(override.keys[:-1]):
-        tp, default = _child_type(tp, key, default)
-        child = node.get(key)
-        if isinstance(child, Override) and isinstance(child.value, dict):
-            child = dict(child.value)
-        if not isinstance(child, dict):
-            if tp is not None and not _is_section(tp):
-                section = ".".join(override.keys[: depth + 1])
-                problems.append(
-                    f"--set {'.'.join(override.keys)}: {section} has type {_type_name(tp)}, not a "
-                    f"section of settings; set it whole, e.g. --set {section}=..."
-                )
-                return
-            child = to_dict(default) if isinstance(default, dict) else {}
-        node[key] = child
-        node = child
-    node[override.keys[-1]] = override
+def _defaults(cls: type[BaseModel]) -> dict[str, Any]:
+    """The defaults of ``cls`` as a JSON-ready tree; required fields are left out."""
+    tree = {}
+    for name, info in cls.model_fields.items():
+        if info.is_required():
+            continue
+        value = info.get_default(call_default_factory=True)
+        tree[name] = _plain(value)
+    return tree
 
 
-def _child_type(tp: Any, key: str, default: Any) -> tuple[Any, Any]:
-    """(type, default) of ``key`` inside a section of type ``tp``; (None, None) if unknown."""
-    tp = _strip_none(tp)
-    if _is_dataclass_type(tp):
-        field = {f.name: f for f in dataclasses.fields(tp) if f.init}.get(key)
-        if field is not None:
-            child_default = _field_default(field, default if isinstance(default, tp) else None)
-            return _hints(tp)[key], None if child_default is _MISSING else child_default
-    if get_origin(tp) is dict:
-        value_tp = get_args(tp)[1] if get_args(tp) else Any
-        return value_tp, default.get(key) if isinstance(default, dict) else None
-    return None, None
-
-
-def _from_cli(override: Override, tp: Any) -> Any:
-    """The value of a ``--set`` item for a field of type ``tp`` (see module docstring, point 2)."""
-    text, value = override.text, override.value
-    if tp is bool and text.lower() in _BOOL_WORDS:
-        return _BOOL_WORDS[text.lower()]
-    if tp in (str, Path) and (isinstance(value, (bool, int, float)) or text == ""):
-        return text
-    if get_origin(tp) is Literal and text in get_args(tp):
-        return text
-    return value
-
-
-# ------------------------------------------------------------------------------- conversion
-
-
-def _convert(value: Any, tp: Any, path: str, problems: _Problems, default: Any = None) -> Any:
-    """``value`` checked against ``tp``; on a mismatch records a problem and returns _INVALID."""
-    origin = get_origin(tp)
-    if isinstance(value, Override) and origin not in (Union, types.UnionType):
-        value = _from_cli(value, tp)  # a union reads the text once per arm, in _convert_union
-    if tp is Any:
-        return value
-    if _is_dataclass_type(tp):
-        return _convert_dataclass(value, tp, path, problems, default)
-    if origin in (Union, types.UnionType):
-        return _convert_union(value, tp, path, problems, default)
-    if origin is Literal:
-        if any(value == allowed and type(value) is type(allowed) for allowed in get_args(tp)):
-            return value
-        allowed = ", ".join(_show(a) for a in get_args(tp))
-        return _bad(problems, path, f"one of {allowed}", value)
-    if origin is list:
-        return _convert_list(value, tp, path, problems)
-    if origin is tuple:
-        return _convert_tuple(value, tp, path, problems)
-    if origin is dict:
-        return _convert_dict(value, tp, path, problems)
-    return _convert_scalar(value, tp, path, problems)
-
-
-def _convert_dataclass(value: Any, cls: type, path: str, problems: _Problems, default: Any) -> Any:
-    if value is None:  # a YAML section left empty (``engine:``) keeps its defaults
-        value = {}
-    if not isinstance(value, Mapping):
-        return _bad(problems, path, f"a mapping of {cls.__name__} settings", value)
-    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
-    problems.types.extend(_unknown_key(path, key, fields) for key in value if key not in fields)
-    base = default if isinstance(default, cls) else None
-    kwargs = {}
-    for name, field in fields.items():
-        field_path = _join(path, name)
-        field_default = _field_default(field, base)
-        if name in value:
-            kwargs[name] = _convert(
-                value[name], _hints(cls)[name], field_path, problems, field_default
-            )
-        elif field_default is not _MISSING:
-            kwargs[name] = field_default
-            _validate_tree(field_default, field_path, problems)
-        else:
-            problems.types.append(
-                f"{field_path}: missing required setting ({_type_name(_hints(cls)[name])}); "
-                f"set it in the file or with --set {field_path}=..."
-            )
-            kwargs[name] = _INVALID
-    if any(v is _INVALID for v in kwargs.values()):
-        return _INVALID
-    try:
-        config = cls(**kwargs)
-    except (TypeError, ValueError) as exc:
-        problems.types.append(f"{path or 'top level'}: {exc}")
-        return _INVALID
-    _run_validate(config, path, problems)
-    return config
-
-
-def _convert_union(value: Any, tp: Any, path: str, problems: _Problems, default: Any) -> Any:
-    arms = get_args(tp)
-    plain = value.value if isinstance(value, Override) else value
-    if plain is None and type(None) in arms:
-        return None
-    real_arms = [arm for arm in arms if arm is not type(None)]
-    if len(real_arms) == 1:  # X | None with a value: report X's own problems, they are sharper
-        return _convert(value, real_arms[0], path, problems, default)
-    for arm in real_arms:
-        trial = _Problems()
-        converted = _convert(value, arm, path, trial, default)
-        if not trial.types:
-            problems.checks.extend(trial.checks)
-            return converted
-    return _bad(problems, path, _type_name(tp), plain)
-
-
-def _convert_list(value: Any, tp: Any, path: str, problems: _Problems) -> Any:
-    if not isinstance(value, list):
-        return _bad(problems, path, _type_name(tp), value)
-    item_tp = get_args(tp)[0] if get_args(tp) else Any
-    items = [_convert(v, item_tp, f"{path}[{i}]", problems) for i, v in enumerate(value)]
-    return _INVALID if any(item is _INVALID for item in items) else items
-
-
-def _convert_tuple(value: Any, tp: Any, path: str, problems: _Problems) -> Any:
-    """``tuple[X, ...]`` or ``tuple[A, B]``, written as a YAML list."""
-    args = get_args(tp)
-    variadic = len(args) == 2 and args[1] is ...
-    if not isinstance(value, list) or not (variadic or len(value) == len(args)):
-        return _bad(problems, path, _type_name(tp), value)
-    item_types = [args[0]] * len(value) if variadic else args
-    items = [
-        _convert(v, t, f"{path}[{i}]", problems)
-        for i, (v, t) in enumerate(zip(value, item_types, strict=True))
-    ]
-    return _INVALID if any(item is _INVALID for item in items) else tuple(items)
-
-
-def _convert_dict(value: Any, tp: Any, path: str, problems: _Problems) -> Any:
-    if not isinstance(value, Mapping):
-        return _bad(problems, path, _type_name(tp), value)
-    key_tp, value_tp = get_args(tp) if get_args(tp) else (Any, Any)
-    converted = {
-        _convert(key, key_tp, f"{_join(path, str(key))} (key)", problems): _convert(
-            item, value_tp, _join(path, str(key)), problems
-        )
-        for key, item in value.items()
-    }
-    if _INVALID in converted or _INVALID in converted.values():
-        return _INVALID
-    return converted
-
-
-def _convert_scalar(value: Any, tp: Any, path: str, problems: _Problems) -> Any:
-    if tp not in (int, float, bool, str, Path, type(None)):
-        raise TypeError(f"config field {path} has a type the config loader does not read: {tp!r}")
-    if tp is float and isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    if tp is Path and isinstance(value, (str, Path)):
-        return Path(value)
-    if type(value) is tp or (tp is type(None) and value is None):
-        return value
-    return _bad(problems, path, _type_name(tp), value)
-
-
-def _run_validate(config: Any, path: str, problems: _Problems) -> None:
-    validate = getattr(config, "validate", None)
-    if callable(validate):
-        problems.checks.extend(f"{path}: {msg}" if path else msg for msg in validate())
-
-
-def _validate_tree(value: Any, path: str, problems: _Problems) -> None:
-    """Runs validate() on a default value and everything inside it (defaults skip _convert)."""
+def _plain(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        for field in dataclasses.fields(value):
-            _validate_tree(getattr(value, field.name), _join(path, field.name), problems)
-        _run_validate(value, path, problems)
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            _validate_tree(item, f"{path}[{i}]", problems)
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            _validate_tree(item, _join(path, str(key)), problems)
+        return json.loads(json.dumps(dataclasses.asdict(value), default=str))
+    return json.loads(json.dumps(value, default=str))
+
+
+def _merge(tp: Any, base: Any, new: Any) -> Any:
+    """``new`` laid over ``base``: recursively for model sections, wholesale for anything else."""
+    model = _model_of(tp)
+    if model is not None and new is None and isinstance(base, Mapping):
+        return base  # a section left empty in the file (``engine:``) keeps its defaults
+    if model is None or not isinstance(new, Mapping) or not isinstance(base, Mapping):
+        return copy.deepcopy(new)
+    merged = dict(base)
+    for key, value in new.items():
+        child = model.model_fields.get(key) if isinstance(key, str) else None
+        field_tp = child.annotation if child is not None else None
+        merged[key] = _merge(field_tp, base.get(key), value)
+    return merged
+
+
+def _apply_override(tree: dict, override: Override, problems: list[str]) -> None:
+    """Puts ``override.value`` at its place in the tree, creating missing sections on the way."""
+    node = tree
+    for depth, key in enumerate(override.keys[:-1]):
+        child = node.get(key)
+        if child is None:
+            child = node[key] = {}
+        if not isinstance(child, dict):
+            section = ".".join(override.keys[: depth + 1])
+            problems.append(
+                f"--set {'.'.join(override.keys)}: {section} is {_show(child)}, not a section "
+                f"of settings; set it whole, e.g. --set {section}=..."
+            )
+            return
+        node = child
+    node[override.keys[-1]] = override.value
+
+
+def _validate(cls: type[M], tree: dict) -> M:
+    return cls.model_validate_json(json.dumps(tree, default=str), strict=True)
+
+
+def _retry_overrides_as_text(
+    cls: type[BaseModel], tree: dict, overrides: Sequence[Override], exc: ValidationError
+) -> list[dict] | None:
+    """Point 3: put the verbatim text of rejected ``--set`` values in; the errors left, or None."""
+    rejected = {
+        _dotted(_field_loc(cls, err["loc"])) for err in exc.errors() if err["type"] == "string_type"
+    }
+    changed = False
+    for override in overrides:
+        scalar = not isinstance(override.value, (list, dict))
+        if ".".join(override.keys) in rejected and scalar and override.value != override.text:
+            _apply_override(tree, Override(override.keys, override.text, override.text), [])
+            changed = True
+    if not changed:
+        return exc.errors()
+    try:
+        _validate(cls, tree)
+    except ValidationError as again:
+        return again.errors()
+    return None
+
+
+# ------------------------------------------------------------------------------- error text
+
+
+def _problems(cls: type[BaseModel], errors: list[dict]) -> list[str]:
+    """One line per problem; the arms of a union that all failed become one line."""
+    by_path: dict[str, list[dict]] = {}
+    for err in errors:
+        path, tp = _resolve(cls, err["loc"])
+        by_path.setdefault(path, []).append({**err, "field_type": tp})
+    lines, checks = [], []
+    for path, errs in by_path.items():
+        if len(errs) > 1 and all(e["type"] in _EXPECTED for e in errs):
+            tp = errs[0]["field_type"]
+            expected = (
+                _type_name(tp) if tp is not None else " | ".join(_EXPECTED[e["type"]] for e in errs)
+            )
+            lines.append(
+                f"{path or 'top level'}: expected {expected}, got {_show(errs[0]['input'])}"
+            )
+            continue
+        for err in errs:
+            target = checks if err["type"] == "value_error" else lines
+            target.extend(_problem(cls, path, err))
+    return lines + checks
+
+
+def _problem(cls: type[BaseModel], path: str, err: dict) -> list[str]:
+    kind, value = err["type"], err.get("input")
+    where = path or "top level"
+    if kind == "extra_forbidden" or kind == "unexpected_keyword_argument":
+        return [_unknown_key(cls, err["loc"])]
+    if kind == "missing":
+        tp = _type_name(err["field_type"]) if err["field_type"] is not None else "a value"
+        return [
+            f"{where}: missing required setting ({tp}); set it in the file or with --set {path}=..."
+        ]
+    if kind == "value_error":
+        text = str(err["ctx"]["error"]) if "ctx" in err else err["msg"]
+        return [f"{path}: {line}" if path else line for line in text.splitlines()]
+    if kind == "literal_error":
+        tp = _strip_none(err["field_type"])
+        allowed = ", ".join(_show(a) for a in get_args(tp)) if get_origin(tp) is Literal else None
+        return [f"{where}: expected one of {allowed or err['ctx']['expected']}, got {_show(value)}"]
+    if kind in ("model_type", "model_attributes_type", "dataclass_type", "dataclass_exact_type"):
+        name = getattr(err["field_type"], "__name__", "section")
+        return [f"{where}: expected a mapping of {name} settings, got {_show(value)}"]
+    if kind in _BOUNDS:
+        word, key = _BOUNDS[kind]
+        return [f"{where}: must be {word} {err['ctx'][key]}, got {_show(value)}"]
+    if kind in ("too_long", "too_short"):
+        tp = err["field_type"]
+        if get_origin(_strip_none(tp)) is tuple:
+            return [f"{where}: expected {_type_name(tp)}, got {_show(value)}"]
+        bound = (
+            f"at least {err['ctx']['min_length']}"
+            if kind == "too_short"
+            else "at most " + str(err["ctx"]["max_length"])
+        )
+        return [f"{where}: expected {bound} items, got {_show(value)}"]
+    if kind in _EXPECTED:
+        tp = err["field_type"]
+        expected = _type_name(tp) if tp is not None and not _is_union(tp) else _EXPECTED[kind]
+        return [f"{where}: expected {expected}, got {_show(value)}"]
+    message = err["msg"][:1].lower() + err["msg"][1:]
+    return [f"{where}: {message}, got {_show(value)}"]
+
+
+def _resolve(cls: type[BaseModel], loc: Sequence[Any]) -> tuple[str, Any]:
+    """The dotted path of a pydantic error location and the declared type found there.
+
+    Union arms appear in pydantic locations as tags (``"int"``, ``"str"``); they are skipped.
+    """
+    path, tp = "", cls
+    for part in _field_loc(cls, loc):
+        path = f"{path}[{part}]" if isinstance(part, int) else f"{path}.{part}".lstrip(".")
+        tp = _child_type(tp, part)
+    return path, tp
+
+
+def _field_loc(cls: type[BaseModel], loc: Sequence[Any]) -> list[Any]:
+    """``loc`` without union arm tags."""
+    kept, tp = [], cls
+    for part in loc:
+        if isinstance(part, str) and _is_union(_strip_none(tp)):
+            continue
+        kept.append(part)
+        tp = _child_type(tp, part)
+    return kept
+
+
+def _child_type(tp: Any, part: Any) -> Any:
+    """The declared type at key or index ``part`` inside a value of type ``tp`` (None: unknown)."""
+    keys = _section_keys(tp)
+    if keys is not None and isinstance(part, str):
+        return keys.get(part)
+    return _item_type(tp)
+
+
+def _section_keys(tp: Any) -> dict[str, Any] | None:
+    """Field name -> type of a model or dataclass type (``X | None`` too), else None."""
+    tp = _strip_none(tp)
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        return {name: info.annotation for name, info in tp.model_fields.items()}
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        hints = get_type_hints(tp)
+        return {f.name: hints.get(f.name) for f in dataclasses.fields(tp)}
+    return None
+
+
+def _dotted(loc: Sequence[Any]) -> str:
+    return ".".join(str(part) for part in loc)
+
+
+def _unknown_key(cls: type[BaseModel], loc: Sequence[Any]) -> str:
+    parent, tp = _resolve(cls, loc[:-1])
+    key = str(loc[-1])
+    keys = list(_section_keys(tp) or {})
+    prefix = f"{parent}." if parent else ""
+    close = difflib.get_close_matches(key, keys, n=1)
+    if close:
+        return f"{prefix}{key}: unknown key; did you mean {prefix}{close[0]}?"
+    return f"{prefix}{key}: unknown key; valid keys: {', '.join(keys)}"
 
 
 # ---------------------------------------------------------------------------------- helpers
 
 
-@cache
-def _hints(cls: type) -> dict[str, Any]:
-    return get_type_hints(cls)
-
-
-def _is_dataclass_type(tp: Any) -> bool:
-    return isinstance(tp, type) and dataclasses.is_dataclass(tp)
-
-
-def _is_section(tp: Any) -> bool:
+def _model_of(tp: Any) -> type[BaseModel] | None:
+    """The model class of a field type (``Model`` or ``Model | None``), else None."""
     tp = _strip_none(tp)
-    return tp is Any or _is_dataclass_type(tp) or get_origin(tp) is dict
+    return tp if isinstance(tp, type) and issubclass(tp, BaseModel) else None
+
+
+def _is_union(tp: Any) -> bool:
+    return get_origin(tp) in (Union, types.UnionType)
 
 
 def _strip_none(tp: Any) -> Any:
-    if get_origin(tp) in (Union, types.UnionType):
+    if _is_union(tp):
         arms = [arm for arm in get_args(tp) if arm is not type(None)]
         if len(arms) == 1:
             return arms[0]
     return tp
 
 
-def _field_default(field: dataclasses.Field, base: Any) -> Any:
-    """The field's default: taken from ``base`` (the parent field's default) when there is one."""
-    if base is not None:
-        return copy.deepcopy(getattr(base, field.name))
-    if field.default is not _MISSING:
-        return field.default
-    if field.default_factory is not _MISSING:
-        return field.default_factory()
-    return _MISSING
-
-
-def _join(path: str, key: str) -> str:
-    return f"{path}.{key}" if path else key
-
-
-def _bad(problems: _Problems, path: str, expected: str, value: Any) -> Any:
-    problems.types.append(f"{path or 'top level'}: expected {expected}, got {_show(value)}")
-    return _INVALID
-
-
-def _unknown_key(path: str, key: Any, fields: Mapping[str, Any]) -> str:
-    close = difflib.get_close_matches(str(key), list(fields), n=1)
-    if close:
-        return f"{_join(path, str(key))}: unknown key; did you mean {_join(path, close[0])}?"
-    return f"{_join(path, str(key))}: unknown key; valid keys: {', '.join(fields)}"
+def _item_type(tp: Any) -> Any:
+    """The type of an element of a list, tuple or dict field (None when unknown)."""
+    tp = _strip_none(tp)
+    args = get_args(tp)
+    origin = get_origin(tp)
+    if origin in (list, tuple) and args:
+        return args[0]
+    if origin is dict and len(args) == 2:
+        return args[1]
+    return None
 
 
 def _show(value: Any) -> str:
-    text = json.dumps(to_dict(value), default=str, ensure_ascii=False)
+    text = json.dumps(value, default=str, ensure_ascii=False)
     return text if len(text) <= 80 else text[:77] + "..."
 
 
@@ -478,9 +534,7 @@ def _type_name(tp: Any) -> str:
         return "any"
     if tp is Path:
         return "path"
-    if _is_dataclass_type(tp):
-        return tp.__name__
-    if origin in (Union, types.UnionType):
+    if _is_union(tp):
         return " | ".join(_type_name(arm) for arm in get_args(tp))
     if origin is Literal:
         return " | ".join(_show(allowed) for allowed in get_args(tp))
@@ -490,52 +544,20 @@ def _type_name(tp: Any) -> str:
     return getattr(tp, "__name__", str(tp))
 
 
-def _describe(cls: type, prefix: str, base: Any) -> list[tuple[str, str, str, str]]:
+def _describe(cls: type[BaseModel], prefix: str, base: Any) -> list[Setting]:
     rows = []
-    helps = _field_comments(cls)
-    for field in dataclasses.fields(cls):
-        if not field.init:
+    for name, info in cls.model_fields.items():
+        tp = info.annotation
+        if info.is_required():
+            default: Any = None
+        elif isinstance(base, cls):
+            default = getattr(base, name)
+        else:
+            default = info.get_default(call_default_factory=True)
+        model = _model_of(tp)
+        if model is not None and _strip_none(tp) is tp:
+            rows += _describe(model, f"{prefix}{name}.", default)
             continue
-        tp = _hints(cls)[field.name]
-        default = _field_default(field, base if isinstance(base, cls) else None)
-        if _is_dataclass_type(tp):
-            rows += _describe(tp, f"{prefix}{field.name}.", default)
-            continue
-        shown = "(required)" if default is _MISSING else _show(default)
-        rows.append((prefix + field.name, _type_name(tp), shown, helps.get(field.name, "")))
+        shown = "(required)" if info.is_required() else _show(_plain(default))
+        rows.append(Setting(prefix + name, _type_name(tp), shown, info.description or ""))
     return rows
-
-
-@cache
-def _field_comments(cls: type) -> dict[str, str]:
-    """Field name -> its ``#`` comment, over the dataclass bases too (subclasses win)."""
-    helps: dict[str, str] = {}
-    for klass in reversed(cls.__mro__):
-        if dataclasses.is_dataclass(klass):
-            helps.update(_class_comments(klass))
-    return helps
-
-
-def _class_comments(cls: type) -> dict[str, str]:
-    """Comments on a field's own lines, else the full-line comments just above it."""
-    try:
-        source = textwrap.dedent(inspect.getsource(cls))
-    except (OSError, TypeError):  # defined in a REPL or exec'd: no source to read
-        return {}
-    lines = source.splitlines()
-    comments = {
-        token.start[0]: token.string.lstrip("#").strip()
-        for token in tokenize.generate_tokens(io.StringIO(source).readline)
-        if token.type == tokenize.COMMENT
-    }
-    helps = {}
-    for stmt in ast.parse(source).body[0].body:
-        if not (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)):
-            continue
-        own = [comments[n] for n in range(stmt.lineno, stmt.end_lineno + 1) if n in comments]
-        above, line = [], stmt.lineno - 1
-        while line in comments and lines[line - 1].lstrip().startswith("#"):
-            above.insert(0, comments[line])
-            line -= 1
-        helps[stmt.target.id] = " ".join(own or above)
-    return helps

@@ -3,7 +3,10 @@
 import json
 from pathlib import Path
 
+import pytest
+
 from beacon.eval.records import (
+    CorruptJsonl,
     JsonlWriter,
     prepare_resume,
     read_jsonl,
@@ -63,3 +66,20 @@ def test_writer_appends_complete_lines(tmp_path: Path) -> None:
     writer.close()
     assert [r["key"] for r in read_jsonl(path)] == ["a", "b"]
     assert path.read_bytes().endswith(b"\n")
+
+
+def test_one_policy_for_bad_lines(tmp_path: Path) -> None:
+    """Torn last line: skipped by readers, cut by repair; a bad line before it: an error."""
+    path = tmp_path / "s.jsonl"
+    _write(path, '{"key": "a"}\n\n{"key": \n')
+    assert [r["key"] for r in read_jsonl(path)] == ["a"]
+    _write(path, '{"key": "a"}\nnot json\n{"key": "b"}\n')
+    with pytest.raises(CorruptJsonl, match=r"s\.jsonl:2 is not valid JSON"):
+        list(read_jsonl(path))
+    with pytest.raises(CorruptJsonl, match=r"s\.jsonl:2"):
+        prepare_resume_with(tmp_path, path.read_text())
+
+
+def prepare_resume_with(run_dir: Path, samples: str) -> dict:
+    _write(run_dir / "samples.jsonl", samples)
+    return prepare_resume(run_dir)

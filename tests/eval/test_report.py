@@ -10,7 +10,8 @@ import pytest
 from PIL import Image
 
 from beacon.eval.plots import PLOTS
-from beacon.eval.report import format_metric, read_samples, write_report
+from beacon.eval.records import read_samples
+from beacon.eval.report import format_metric, write_report
 
 
 def _record(bench, sid, mode, correct, used, category, tokens):
@@ -45,13 +46,13 @@ def _record(bench, sid, mode, correct, used, category, tokens):
 #   0: 1 1 0 (small)   1: 1 0 1 (small)   2: 0 1 1 (large)   3: 0 1 1 (large)
 # acc_notool = 2/4 = 50.0, acc_tool = 3/4 = 75.0, TE = +25.0
 # easy = {0, 1}: TE_easy = (0 - 1)/2 = -50.0; hard = {2, 3}: TE_hard = +100.0
-# gain = 2/4 = 50.0 (items 2, 3), harm = 1/4 = 25.0 (item 1), Δ_TE = +25.0
-# Δ_TE cond = P[✓tool | ✗notool] - P[✗tool | ✓notool] = 2/2 - 1/2 = +50.0
+# gain = P[✓tool | ✗notool] = 2/2 = 100.0, harm = P[✗tool | ✓notool] = 1/2 = 50.0, Δ_TE = +50.0
+# gain share = 2/4 = 50.0 (items 2, 3), harm share = 1/4 = 25.0 (item 1)
 # MA = ½(P[no tool | easy] + P[tool | hard]) = ½(1/2 + 2/2) = 75.0; Text-Retain = 1/2 = 50.0
 RUN_A_SYNTH = [(1, 1, 0, "small"), (1, 0, 1, "small"), (0, 1, 1, "large"), (0, 1, 1, "large")]
 EXPECTED_A_SYNTH_ROW = (
-    "| run-a | 4 | 50.0 | 75.0 | +25.0 | -50.0 | +100.0 | 50.0 | 25.0 | +25.0 | +50.0 | 75.0 "
-    "| 50.0 |"
+    "| run-a | 4 | 50.0 | 75.0 | +25.0 | -50.0 | +100.0 | 100.0 | 50.0 | +50.0 | 50.0 | 25.0 "
+    "| 75.0 | 50.0 |"
 )
 # Run A tool mode on synth: tool-call rate 3/4 = 75.0, calls/episode 6/4 = 1.50, tokens (300·3 +
 # 100)/4 = 250, acc with tool 2/3 = 66.7 (items 2, 3 of 1, 2, 3), acc without tool 1/1 = 100.0

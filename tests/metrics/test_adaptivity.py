@@ -44,13 +44,13 @@ def test_boolean_items_by_hand():
     assert m["p_notool_given_easy"] == pytest.approx(1 / 3, abs=TOL)  # item 1 of 1-3
     assert m["p_tool_given_hard"] == pytest.approx(2 / 3, abs=TOL)  # items 4, 5 of 4-6
     assert m["mode_adaptiveness"] == pytest.approx(0.5, abs=TOL)  # (1/3 + 2/3) / 2
-    assert m["gain"] == pytest.approx(2 / 6, abs=TOL)  # items 4, 6
-    assert m["harm"] == pytest.approx(1 / 6, abs=TOL)  # item 2
-    assert m["delta_te"] == pytest.approx(1 / 6, abs=TOL)  # 2/6 - 1/6
+    assert m["gain_share"] == pytest.approx(2 / 6, abs=TOL)  # items 4, 6
+    assert m["harm_share"] == pytest.approx(1 / 6, abs=TOL)  # item 2
+    assert m["gain_share"] - m["harm_share"] == pytest.approx(m["te"], abs=TOL)  # always TE
     assert m["text_retain"] == pytest.approx(2 / 3, abs=TOL)  # items 1, 3 of the 3 solved
-    assert m["gain_cond"] == pytest.approx(2 / 3, abs=TOL)  # 2 of the 3 unsolved items
-    assert m["harm_cond"] == pytest.approx(1 / 3, abs=TOL)  # 1 of the 3 solved items
-    assert m["delta_te_cond"] == pytest.approx(1 / 3, abs=TOL)
+    assert m["gain"] == pytest.approx(2 / 3, abs=TOL)  # 2 of the 3 unsolved items
+    assert m["harm"] == pytest.approx(1 / 3, abs=TOL)  # 1 of the 3 solved items
+    assert m["delta_te"] == pytest.approx(1 / 3, abs=TOL)  # differs from TE = 1/6
     assert m["tool_rate"] == pytest.approx(4 / 6, abs=TOL)  # items 2-5
 
 
@@ -107,12 +107,12 @@ def test_k_samples_by_hand_default_threshold():
     assert m["p_notool_given_easy"] == pytest.approx(0.5, abs=TOL)  # ((1 - .25) + (1 - .75)) / 2
     assert m["p_tool_given_hard"] == pytest.approx(1.0, abs=TOL)
     assert m["mode_adaptiveness"] == pytest.approx(0.75, abs=TOL)
-    assert m["gain"] == pytest.approx(0.25, abs=TOL)  # (.75·0 + 1·.5 + .25·1) / 3
-    assert m["harm"] == pytest.approx(1 / 12, abs=TOL)  # (1·.25 + .5·0 + 0·.75) / 3
-    assert m["delta_te"] == pytest.approx(1 / 6, abs=TOL)  # 1/4 - 1/12
+    assert m["gain_share"] == pytest.approx(0.25, abs=TOL)  # (.75·0 + 1·.5 + .25·1) / 3
+    assert m["harm_share"] == pytest.approx(1 / 12, abs=TOL)  # (1·.25 + .5·0 + 0·.75) / 3
     assert m["text_retain"] == pytest.approx(5 / 6, abs=TOL)  # (1·.75 + .5·1 + 0) / (1 + .5 + 0)
-    assert m["gain_cond"] == pytest.approx(0.5, abs=TOL)  # .75 / (0 + .5 + 1)
-    assert m["harm_cond"] == pytest.approx(1 / 6, abs=TOL)  # 1 - text_retain
+    assert m["gain"] == pytest.approx(0.5, abs=TOL)  # .75 / (0 + .5 + 1)
+    assert m["harm"] == pytest.approx(1 / 6, abs=TOL)  # 1 - text_retain
+    assert m["delta_te"] == pytest.approx(1 / 3, abs=TOL)  # 1/2 - 1/6
     assert m["tool_rate"] == pytest.approx(2 / 3, abs=TOL)  # (.25 + .75 + 1) / 3
 
 
@@ -125,7 +125,7 @@ def test_k_samples_threshold_one_means_solved_every_time():
     assert m["mode_adaptiveness"] == pytest.approx(0.8125, abs=TOL)
     assert m["te_easy"] == pytest.approx(-0.25, abs=TOL)
     assert m["te_hard"] == pytest.approx(0.375, abs=TOL)  # ((1 - .5) + (.25 - 0)) / 2
-    assert m["gain"] == pytest.approx(0.25, abs=TOL)  # joint metrics ignore the split
+    assert m["gain"] == pytest.approx(0.5, abs=TOL)  # gain and harm ignore the split
 
 
 def test_joint_metrics_equal_the_mean_over_all_sample_pairings():
@@ -146,34 +146,40 @@ def test_joint_metrics_equal_the_mean_over_all_sample_pairings():
         "delta_te",
         "te",
         "text_retain",
-        "gain_cond",
-        "harm_cond",
+        "gain_share",
+        "harm_share",
         "tool_rate",
     ):
         assert aggregated[key] == pytest.approx(paired[key], abs=TOL), key
 
 
-def test_delta_te_equals_te_item_by_item():
+def test_joint_shares_differ_by_te_and_harm_is_one_minus_text_retain():
+    """beacon.md §1: the joint shares' difference is TE item by item, so Δ_TE is conditional."""
     items = [_item(0.3, 0.9, 0.5), _item(1.0, 0.0, 1.0), _item(0.6, 0.6, 0.2)]
     m = adaptivity(items)
-    assert m["delta_te"] == pytest.approx(m["te"], abs=TOL)
+    assert m["gain_share"] - m["harm_share"] == pytest.approx(m["te"], abs=TOL)
+    assert m["harm"] == pytest.approx(1 - m["text_retain"], abs=TOL)
+    # float64 by hand: gain = Σ p_t(1-p_n) / Σ (1-p_n), harm = Σ p_n(1-p_t) / Σ p_n
+    gain = (0.9 * 0.7 + 0.0 * 0.0 + 0.6 * 0.4) / (0.7 + 0.0 + 0.4)
+    harm = (0.3 * 0.1 + 1.0 * 1.0 + 0.6 * 0.4) / (0.3 + 1.0 + 0.6)
+    assert m["delta_te"] == pytest.approx(gain - harm, abs=TOL)
 
 
 def test_no_easy_items_gives_nan_not_an_error():
     m = adaptivity([_item(False, True, True), _item(False, False, False)])
     assert (m["n_easy"], m["n_hard"]) == (0, 2)
-    for key in ("mode_adaptiveness", "p_notool_given_easy", "te_easy", "text_retain", "harm_cond"):
+    for key in ("mode_adaptiveness", "p_notool_given_easy", "te_easy", "text_retain", "harm"):
         assert math.isnan(m[key]), key
     assert m["p_tool_given_hard"] == pytest.approx(0.5, abs=TOL)
     assert m["te_hard"] == pytest.approx(0.5, abs=TOL)
-    assert m["harm"] == 0.0
+    assert m["harm_share"] == 0.0
 
 
 def test_no_hard_items_gives_nan_for_hard_side():
     m = adaptivity([_item(True, True, False)])
     assert math.isnan(m["mode_adaptiveness"])
     assert math.isnan(m["te_hard"])
-    assert math.isnan(m["gain_cond"])
+    assert math.isnan(m["gain"]) and math.isnan(m["delta_te"])
     assert m["p_notool_given_easy"] == 1.0
     assert m["text_retain"] == 1.0
 

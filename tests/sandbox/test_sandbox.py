@@ -263,25 +263,23 @@ def test_fallback_isolation_layers_run_code(isolation: str) -> None:
 
 def test_config_validate_lists_every_problem() -> None:
     assert SandboxConfig().validate() == []
-    problems = SandboxConfig(timeout_s=-1.0, num_workers=0, cpu_s=0).validate()
-    assert problems == [
+    with pytest.raises(ValueError) as info:
+        SandboxConfig(timeout_s=-1.0, num_workers=0, cpu_s=0)
+    assert str(info.value.errors()[0]["ctx"]["error"]).splitlines() == [
         "timeout_s: must be > 0, got -1.0",
         "num_workers: must be > 0, got 0",
-        "cpu_s: must be > 0 or None, got 0",
+        "cpu_s: must be > 0 or None, got 0.0",
     ]
-    assert SandboxConfig(isolation="docker").validate() == [  # type: ignore[arg-type]
-        "isolation: must be one of 'auto', 'bwrap', 'unshare', 'none', got 'docker'"
-    ]
-    assert (
+    with pytest.raises(ValueError, match="isolation"):
+        SandboxConfig(isolation="docker")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="max_state_mb: must be <= max_file_mb=64"):
         SandboxConfig(max_state_mb=128, max_file_mb=64)
-        .validate()[0]
-        .startswith("max_state_mb: must be <= max_file_mb=64")
-    )
 
 
 def test_sandbox_refuses_an_invalid_config_before_starting_workers() -> None:
+    config = SandboxConfig().model_copy(update={"timeout_s": 0, "memory_mb": -5})
     with pytest.raises(ValueError, match="2 problems") as info:
-        Sandbox(SandboxConfig(timeout_s=0, memory_mb=-5))
+        Sandbox(config)
     assert "timeout_s: must be > 0, got 0" in str(info.value)
     assert "memory_mb: must be > 0, got -5" in str(info.value)
 

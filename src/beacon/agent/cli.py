@@ -28,25 +28,31 @@ def run(
     from beacon.agent.episode import EpisodeSpec
     from beacon.agent.loop import AgentLoop
     from beacon.agent.render import render_trajectory
-    from beacon.eval.config import EngineConfig
-    from beacon.eval.runner import build_engine
+    from beacon.config import ConfigError, load_config
+    from beacon.engines import EngineConfig, build_engine
     from beacon.images import ImageStore
     from beacon.types import Sample
 
     if mode not in ("tool", "notool"):
         raise typer.BadParameter(f"--mode must be tool or notool, got {mode!r}")
-    agent = AgentConfig(
-        format=format_,
-        max_turns=max_turns,
-        max_new_tokens_per_turn=max_new_tokens,
-        temperature=temperature,
-    )
-    problems = agent.validate()
-    if problems:
-        raise typer.BadParameter("; ".join(problems))
+    try:
+        agent = load_config(
+            AgentConfig,
+            overrides=[
+                f"format={format_}",
+                f"max_turns={max_turns}",
+                f"max_new_tokens_per_turn={max_new_tokens}",
+                f"temperature={temperature}",
+            ],
+        )
+        engine_cfg = load_config(
+            EngineConfig, overrides=[f"name={engine}", f"model={model}", f"base_url={base_url}"]
+        )
+    except ConfigError as exc:
+        raise typer.BadParameter("; ".join(exc.problems)) from None
     store = ImageStore(out / "images") if out else None
     sample = Sample(id=image.stem, images=[image], question=question, answer="")
-    eng = build_engine(EngineConfig(name=engine, model=model, base_url=base_url))
+    eng = build_engine(engine_cfg)
     try:
         sandbox = None
         if mode == "tool":

@@ -2,42 +2,37 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
-@dataclass
-class AgentConfig:
+class AgentConfig(BaseModel):
     """Episode limits, sampling and the tool protocol."""
 
-    format: str = "thyme"  # tool protocol: thyme (<code> tags) or tool_call (Qwen JSON)
-    max_turns: int = 6  # assistant generation turns per episode (a turn ends at a tool call)
-    max_tool_calls: int = 4  # executed tool calls per episode; one more ends it (max_tool_calls)
-    max_new_tokens_per_turn: int = 1024  # new tokens per generation turn
-    max_total_new_tokens: int = 4096  # new tokens per episode, all turns together
-    temperature: float = 0.0  # sampling temperature of reasoning text; 0 is greedy
-    top_p: float = 1.0  # nucleus sampling
-    top_k: int = 0  # top-k sampling; 0 disables it
-    code_temperature: float | None = None  # code segments' own temperature (GRPO-ATS: 0.0)
-    seed: int | None = None  # base sampling seed; each episode adds its sample index
+    model_config = ConfigDict(extra="forbid")
 
-    def validate(self) -> list[str]:
-        """Cross-field problems, reported with every other config problem at once."""
+    format: str = Field(
+        "thyme", description="tool protocol: thyme (<code> tags) or tool_call (Qwen JSON)"
+    )
+    max_turns: int = Field(
+        6, ge=1, description="assistant generation turns per episode (a turn ends at a tool call)"
+    )
+    max_tool_calls: int = Field(
+        4, ge=0, description="executed tool calls per episode; one more ends it (max_tool_calls)"
+    )
+    max_new_tokens_per_turn: int = Field(1024, ge=1, description="new tokens per generation turn")
+    max_total_new_tokens: int = Field(4096, ge=1, description="new tokens per episode, all turns")
+    temperature: float = Field(0.0, ge=0, description="sampling temperature of text; 0 is greedy")
+    top_p: float = Field(1.0, gt=0, le=1, description="nucleus sampling")
+    top_k: int = Field(0, ge=0, description="top-k sampling; 0 disables it")
+    code_temperature: float | None = Field(
+        None, ge=0, description="code segments' own temperature (GRPO-ATS: 0.0); null: temperature"
+    )
+
+    @field_validator("format")
+    @classmethod
+    def _known_format(cls, value: str) -> str:
         from beacon.agent.formats import FORMATS
 
-        problems = []
-        if self.format not in FORMATS:
-            problems.append(
-                f"format: unknown format {self.format!r}; choose one of {sorted(FORMATS)}"
-            )
-        for name in ("max_turns", "max_new_tokens_per_turn", "max_total_new_tokens"):
-            if getattr(self, name) < 1:
-                problems.append(f"{name}: must be >= 1, got {getattr(self, name)}")
-        if self.max_tool_calls < 0:
-            problems.append(f"max_tool_calls: must be >= 0, got {self.max_tool_calls}")
-        if self.temperature < 0 or (
-            self.code_temperature is not None and self.code_temperature < 0
-        ):
-            problems.append("temperature and code_temperature must be >= 0")
-        if not 0 < self.top_p <= 1:
-            problems.append(f"top_p: must be in (0, 1], got {self.top_p}")
-        return problems
+        if value not in FORMATS:
+            raise ValueError(f"unknown format {value!r}; choose one of {sorted(FORMATS)}")
+        return value

@@ -84,8 +84,10 @@ def eval_command(
     from beacon.eval.config import EvalConfig
 
     if show_config:
-        for name, type_, default, help_ in describe(EvalConfig):
-            typer.echo(f"{name} ({type_}, default {default}): {help_}")
+        for setting in describe(EvalConfig):
+            typer.echo(
+                f"{setting.name} ({setting.type}, default {setting.default}): {setting.help}"
+            )
         raise typer.Exit()
     overrides = _overrides(
         model, engine, base_url, bench, modes, samples, concurrency, limit, out, data
@@ -95,13 +97,16 @@ def eval_command(
     except ConfigError as exc:
         typer.echo(str(exc), err=True)
         raise typer.Exit(2) from None
-    from beacon.eval.runner import RunFolderMismatch, run_eval
+    from beacon.eval.runner import InfrastructureErrors, RunFolderMismatch, run_eval
 
     try:
         summary = run_eval(cfg, progress=not no_progress)
     except (RunFolderMismatch, KeyError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
+    except InfrastructureErrors as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
     _print_headline(summary, Path(cfg.out))
 
 

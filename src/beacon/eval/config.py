@@ -1,99 +1,113 @@
 """Settings of `beacon eval`: what to evaluate, on which engine, and how.
 
-Every setting is declared once here, with its default and a one-line comment (the comment is
-the documentation `beacon eval --show-config` prints). YAML files set values, `--set a.b=c`
-overrides one, and the whole config is validated at once before any model loads.
+Every setting is declared once here, with its default and a one-line description (the text
+`beacon eval --show-config` prints). YAML files set values, `--set a.b=c` overrides one, and the
+whole config is validated at once before any model loads.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from typing import ClassVar, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from beacon.agent.config import AgentConfig
+from beacon.engines.config import TINY_MODEL, EngineConfig
 from beacon.sandbox import SandboxConfig
 
-ENGINES = ("hf", "openai", "vllm")
-MODES = ("tool", "notool")  # hinted mode is for HGCE training rollouts, not evaluation
-TINY_MODEL = (
-    "tiny"  # model name that means "the built-in tiny Qwen2-VL, built locally on first use"
-)
+__all__ = ["MODES", "TINY_MODEL", "EngineConfig", "EvalConfig", "JudgeConfig"]
+
+Mode = Literal["tool", "notool"]  # hinted mode is for HGCE training rollouts, not evaluation
+MODES: tuple[str, ...] = get_args(Mode)
 
 
-@dataclass
-class EngineConfig:
-    """Which engine generates, and how to reach or load it."""
-
-    name: str = "hf"  # hf (transformers, local), openai (any compatible server), vllm (offline)
-    model: str = TINY_MODEL  # local path or hub name; "tiny" builds the built-in tiny model
-    base_url: str = "http://127.0.0.1:8000/v1"  # openai engine: the server's /v1 address
-    api_key: str | None = None  # openai engine: bearer token (or set OPENAI_API_KEY)
-    tokenizer: str | None = None  # openai engine: local processor path for token ids
-    device: str = "auto"  # hf/vllm: cpu, cuda or auto
-    batch_size: int = 8  # hf: requests per forward batch
-    concurrency: int = 16  # openai: requests in flight
-    timeout_s: float = 300.0  # openai: per-request timeout
-    max_retries: int = 4  # openai: retries on 5xx, 429 and connection errors
-
-    def validate(self) -> list[str]:
-        problems = []
-        if self.name not in ENGINES:
-            problems.append(f"name: unknown engine {self.name!r}; choose one of {list(ENGINES)}")
-        if self.batch_size < 1 or self.concurrency < 1:
-            problems.append("batch_size and concurrency must be >= 1")
-        return problems
-
-
-@dataclass
-class JudgeConfig:
+class JudgeConfig(BaseModel):
     """Optional LLM judge, asked only when the rules cannot decide."""
 
-    model: str | None = None  # judge model name on the server; null disables the judge
-    base_url: str = "http://127.0.0.1:8000/v1"  # the judge server's /v1 address
-    api_key: str | None = None  # bearer token for the judge server
-    prompt_version: str = "v1"  # cache key part: change it when the judge prompt changes
-    concurrency: int = 8  # episodes scored at once (judge calls run while generation goes on)
+    model_config = ConfigDict(extra="forbid")
 
-    def validate(self) -> list[str]:
-        if self.concurrency < 1:
-            return [f"concurrency: must be >= 1, got {self.concurrency}"]
-        return []
+    model: str | None = Field(
+        None, description="judge model name on the server; null disables the judge"
+    )
+    base_url: str = Field("http://127.0.0.1:8000/v1", description="the judge server's /v1 address")
+    api_key: str | None = Field(None, description="bearer token for the judge server")
+    prompt_version: str = Field(
+        "v1", description="cache key part: change it when the judge prompt changes"
+    )
+    concurrency: int = Field(
+        8, ge=1, description="episodes scored at once (judge calls overlap generation)"
+    )
 
 
-@dataclass
-class EvalConfig:
+class EvalConfig(BaseModel):
     """`beacon eval`: every item of every benchmark, in each mode, K samples each."""
 
-    engine: EngineConfig = field(default_factory=EngineConfig)
-    agent: AgentConfig = field(default_factory=AgentConfig)
-    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
-    judge: JudgeConfig = field(default_factory=JudgeConfig)
-    benchmarks: list[str] = field(default_factory=lambda: ["synth"])  # registry names
-    data: dict[str, str] = field(default_factory=dict)  # benchmark -> local file/folder
-    limit: int | None = None  # items per benchmark (null: all)
-    modes: list[str] = field(default_factory=lambda: ["tool", "notool"])  # tool and/or notool
-    samples: int = 1  # K samples per item and mode (use temperature > 0 when K > 1)
-    concurrency: int = 8  # episodes in flight (the engine batches them)
-    seed: int = 0  # benchmark shuffling and sampling seed
-    out: str = "runs/eval"  # run folder; rerunning into it resumes
-    bootstrap: int = 1000  # bootstrap resamples for confidence intervals (0: none)
-    report: bool = True  # write report.md and plots at the end
+    model_config = ConfigDict(extra="forbid")
 
-    def validate(self) -> list[str]:
-        problems = []
-        for mode in self.modes:
-            if mode not in MODES:
-                problems.append(f"modes: unknown mode {mode!r}; choose from {list(MODES)}")
-        if not self.modes:
-            problems.append("modes: give at least one mode, e.g. --modes tool,notool")
-        if not self.benchmarks:
-            problems.append("benchmarks: give at least one benchmark, e.g. --bench synth")
-        if self.samples < 1:
-            problems.append(f"samples: must be >= 1, got {self.samples}")
-        if self.concurrency < 1:
-            problems.append(f"concurrency: must be >= 1, got {self.concurrency}")
+    # Settings that change how a run goes, not what its samples mean: a run folder's identity
+    # is its whole resolved config minus these (docs/eval.md, "Run identity").
+    OPERATIONAL_KEYS: ClassVar[tuple[str, ...]] = (
+        "out",
+        "concurrency",
+        "limit",
+        "report",
+        "bootstrap",
+        "engine.base_url",
+        "engine.api_key",
+        "engine.concurrency",
+        "engine.batch_size",
+        "engine.timeout_s",
+        "engine.max_retries",
+        "judge.base_url",
+        "judge.api_key",
+        "judge.concurrency",
+        "sandbox.num_workers",
+        "sandbox.root_dir",
+        "sandbox.child_uid_base",
+        "sandbox.worker_max_rss_mb",
+        "sandbox.startup_timeout_s",
+        "sandbox.worker_grace_s",
+    )
+
+    engine: EngineConfig = Field(default_factory=EngineConfig, description="the engine")
+    agent: AgentConfig = Field(default_factory=AgentConfig, description="the agent loop")
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig, description="the sandbox")
+    judge: JudgeConfig = Field(default_factory=JudgeConfig, description="the LLM judge")
+    benchmarks: list[str] = Field(
+        default_factory=lambda: ["synth"],
+        min_length=1,
+        description="registry names (beacon bench list)",
+    )
+    data: dict[str, str] = Field(default_factory=dict, description="benchmark -> local file/folder")
+    limit: int | None = Field(None, description="items per benchmark (null: all)")
+    modes: list[Mode] = Field(
+        default_factory=lambda: ["tool", "notool"], min_length=1, description="tool and/or notool"
+    )
+    samples: int = Field(
+        1, ge=1, description="K samples per item and mode (temperature > 0 if K > 1)"
+    )
+    concurrency: int = Field(8, ge=1, description="episodes in flight (the engine batches them)")
+    seed: int = Field(0, description="benchmark shuffling and sampling seed")
+    out: str = Field("runs/eval", description="run folder; rerunning into it resumes")
+    bootstrap: int = Field(
+        1000, ge=0, description="bootstrap resamples for confidence intervals (0: none)"
+    )
+    report: bool = Field(True, description="write report.md and plots at the end")
+
+    @field_validator("limit")
+    @classmethod
+    def _positive_limit(cls, value: int | None) -> int | None:
+        if value is not None and value < 1:
+            raise ValueError(
+                f"must be >= 1 item per benchmark, got {value}; leave it out to evaluate every item"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _check(self) -> EvalConfig:
         if self.samples > 1 and self.agent.temperature == 0:
-            problems.append(
+            raise ValueError(
                 f"samples={self.samples} at agent.temperature=0 gives K identical samples; "
                 "set --set agent.temperature=1.0"
             )
-        return problems
+        return self

@@ -136,7 +136,7 @@ def plot_gain_harm(runs: Sequence[RunSummary], path: Path) -> Path:
         ax.scatter(pos, deltas[i][0], marker="D", color="black", s=14, zorder=3)
     ax.axhline(0.0, color="black", linewidth=0.8)
     ax.set_xticks(x, groups, rotation=30, ha="right")
-    ax.set_ylabel("% of items (harm drawn negative; ◆ = Δ_TE)")
+    ax.set_ylabel("gain P[✓tool|✗notool], harm P[✗tool|✓notool] (drawn negative); ◆ = Δ_TE")
     ax.set_title("Gain vs harm of tool use")
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=7, ncol=2)

@@ -1,10 +1,17 @@
-"""Append-only JSONL files that survive `kill -9`, and the run folder's two of them.
+"""The run folder's records: the typed samples.jsonl record, and JSONL files that survive `kill -9`.
 
-A record is committed when its line, newline included, is flushed and fsynced. A run killed
-mid-write leaves at most one torn last line; `repair_jsonl` cuts it off before the run appends
-again, so a resumed run neither duplicates nor drops a sample. The trajectory of a sample is
-written before its record: a trajectory without a record (killed in between) is dropped at
-resume and redone with its sample.
+A record is committed when its line, newline included, is flushed and fsynced. The trajectory of a
+sample is written before its record: a trajectory without a record (killed in between) is dropped
+at resume and redone with its sample.
+
+One policy for a bad line, used by eval, report and resume alike (`read_jsonl`):
+
+- the **last** line may be torn (no newline, or not parsable): a run killed mid-write, or one still
+  writing. Readers skip it with a warning; `repair_jsonl` cuts it off before a run appends again,
+  so a resumed run neither duplicates nor drops a sample;
+- an unparsable line **anywhere else** is corruption, not a kill: `CorruptJsonl` names the file
+  and line and says what to do. Nothing guesses around it;
+- blank lines are skipped.
 """
 
 from __future__ import annotations
@@ -15,12 +22,71 @@ import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 logger = logging.getLogger(__name__)
 
 SAMPLES_FILE = "samples.jsonl"
 TRAJECTORIES_FILE = "trajectories.jsonl"
+ERRORS_FILE = "errors.jsonl"
+
+# Episodes that ended for a reason outside the model and the sample: the engine (server down,
+# HTTP errors after retries) or the sandbox itself failed. They are not results: never written
+# to samples.jsonl (so excluded from every metric), logged to errors.jsonl, retried on resume.
+# Everything else is a result, the model's doing (bad code, its code timing out, no answer,
+# budgets spent) or the sample's (input_error: an image that cannot be decoded fails again).
+INFRASTRUCTURE_FAILURES = frozenset({"engine_error", "sandbox_error"})
+
+
+class InfraError(TypedDict):
+    """One errors.jsonl line: an episode that failed outside the model, to be retried."""
+
+    key: str
+    finish_reason: str
+    error: str | None
+
+
+class TrajectoryRef(TypedDict):
+    """Where a sample's full trajectory is: the file in the run folder and its key there."""
+
+    file: str
+    key: str
+
+
+class SampleRecord(TypedDict):
+    """One samples.jsonl line: one item x mode x sample (docs/eval.md, "samples.jsonl").
+
+    A dict at run time, so metrics and benchmark aggregators read it as a Mapping; the type names
+    every field a producer must write and a reader may rely on.
+    """
+
+    key: str  # "benchmark/sample_id/mode/k", unique in a run
+    benchmark: str
+    sample_id: str
+    mode: str  # tool | notool
+    k: int  # sample index, 0..samples-1
+    category: str | None
+    difficulty: str | None  # the benchmark's own difficulty label, if any
+    meta: dict[str, Any]  # benchmark-specific fields its aggregator reads
+    correct: bool
+    score: float
+    parsed: bool  # an answer could be extracted
+    prediction: str | None
+    answer: str
+    verdict_source: str  # which rule (or the judge) decided
+    used_tool: bool  # at least one executed tool call
+    tool_calls: int
+    attempted_tool_calls: int
+    response_tokens: int
+    code_tokens: int
+    finish_reason: str
+    error: str | None
+    wall_time_s: float
+    trajectory: TrajectoryRef
+
+
+class CorruptJsonl(ValueError):
+    """A line other than the last one of a JSONL file does not parse."""
 
 
 def repair_jsonl(path: Path) -> int:
@@ -59,17 +125,37 @@ def _last_good_end(tail: bytes, from_file_start: bool) -> int:
 
 
 def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
-    """Parsed lines of `path`; a torn last line (a run still writing, or killed) is skipped."""
+    """Parsed lines of ``path`` under the module's policy: a torn last line (unterminated, or
+    unparsable) is skipped, an unparsable line elsewhere raises `CorruptJsonl`. A missing file
+    reads as empty."""
     if not path.exists():
         return
     with path.open("rb") as f:
-        for raw in f:
+        bad_line = 0  # an unparsable line is torn if it is the last one, else corruption
+        for number, raw in enumerate(f, start=1):
+            if bad_line:
+                raise CorruptJsonl(
+                    f"{path}:{bad_line} is not valid JSON, and only the last line may be torn "
+                    "by a killed run. Delete or repair that line, then rerun."
+                )
             if not raw.endswith(b"\n"):
+                logger.warning("%s: skipping the unterminated last line %d", path, number)
                 return
+            if not raw.strip():
+                continue
             try:
-                yield json.loads(raw)
+                record = json.loads(raw)
             except ValueError:
-                logger.warning("skipping an unparsable line in %s", path)
+                bad_line = number
+                continue
+            yield record
+    if bad_line:
+        logger.warning("%s: skipping the torn last line %d", path, bad_line)
+
+
+def read_samples(path: Path) -> list[SampleRecord]:
+    """The records of a ``samples.jsonl`` (the module's policy for bad lines applies)."""
+    return list(read_jsonl(path))  # type: ignore[arg-type]
 
 
 class JsonlWriter:
@@ -93,7 +179,7 @@ class JsonlWriter:
             self._file.close()
 
 
-def prepare_resume(run_dir: Path) -> dict[str, dict[str, Any]]:
+def prepare_resume(run_dir: Path) -> dict[str, SampleRecord]:
     """Make the run folder consistent after a crash; return the committed records by key.
 
     Torn lines are cut from both files; trajectories whose sample record never landed are
@@ -102,9 +188,7 @@ def prepare_resume(run_dir: Path) -> dict[str, dict[str, Any]]:
     samples, trajectories = run_dir / SAMPLES_FILE, run_dir / TRAJECTORIES_FILE
     repair_jsonl(samples)
     repair_jsonl(trajectories)
-    done: dict[str, dict[str, Any]] = {}
-    for record in read_jsonl(samples):
-        done[record["key"]] = record
+    done = {record["key"]: record for record in read_samples(samples)}
     _drop_orphan_trajectories(trajectories, set(done))
     return done
 
@@ -116,8 +200,8 @@ def _drop_orphan_trajectories(path: Path, keep: set[str]) -> None:
     tmp = path.with_suffix(".jsonl.tmp")
     seen: set[str] = set()
     with path.open("rb") as src, tmp.open("wb") as dst:
-        for raw in src:
-            key = json.loads(raw).get("key")
+        for number, raw in enumerate(src, start=1):
+            key = _parse_line(path, number, raw).get("key")
             if key in keep and key not in seen:
                 seen.add(key)
                 dst.write(raw)
@@ -130,9 +214,12 @@ def _drop_orphan_trajectories(path: Path, keep: set[str]) -> None:
         tmp.unlink()
 
 
-def load_trajectory(run_dir: Path, key: str) -> dict[str, Any] | None:
-    """The trajectory stored for `key` in a run folder (a linear scan; for inspection)."""
-    for line in read_jsonl(run_dir / TRAJECTORIES_FILE):
-        if line.get("key") == key:
-            return line["trajectory"]
-    return None
+def _parse_line(path: Path, number: int, raw: bytes) -> dict[str, Any]:
+    """One line of a repaired file (its torn tail already cut), so a bad line is corruption."""
+    try:
+        return json.loads(raw)
+    except ValueError:
+        raise CorruptJsonl(
+            f"{path}:{number} is not valid JSON, and only the last line may be torn by a killed "
+            "run. Delete or repair that line, then rerun."
+        ) from None

@@ -24,12 +24,12 @@ from pathlib import Path
 import yaml
 
 from beacon.eval.plots import OVERALL, benchmark_names, metric_at, plot_all
+from beacon.eval.records import SAMPLES_FILE, read_samples
 from beacon.metrics import summarize
 from beacon.metrics.summary import Aggregator
 
 logger = logging.getLogger(__name__)
 
-SAMPLES_FILE = "samples.jsonl"
 CONFIG_FILE = "config.yaml"
 SUMMARY_FILE = "summary.json"
 
@@ -42,29 +42,6 @@ class RunReport:
     run_dir: Path
     model: str | None
     summary: dict
-
-
-def read_samples(path: Path) -> list[dict]:
-    """Records of a ``samples.jsonl``; a torn (unparsable) last line from a killed run is skipped.
-
-    Raises ValueError on an unparsable line anywhere else: that is corruption, not a kill.
-    """
-    lines = path.read_text(encoding="utf-8").splitlines()
-    records = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError as err:
-            if number == len(lines):
-                logger.warning("%s: skipping torn last line %d (%s)", path, number, err)
-                continue
-            raise ValueError(
-                f"{path}:{number} is not valid JSON ({err}); only the last line may be torn by a "
-                "killed run. Repair or delete that line, then rerun the report."
-            ) from err
-    return records
 
 
 def _model_name(config: Mapping) -> str | None:
@@ -149,7 +126,8 @@ TOOL_EFFECT_COLUMNS = (
     ("Gain", ("adaptivity", "gain"), "pct"),
     ("Harm", ("adaptivity", "harm"), "pct"),
     ("Δ_TE", ("adaptivity", "delta_te"), "diff"),
-    ("Δ_TE cond", ("adaptivity", "delta_te_cond"), "diff"),
+    ("Gain share", ("adaptivity", "gain_share"), "pct"),
+    ("Harm share", ("adaptivity", "harm_share"), "pct"),
     ("MA", ("adaptivity", "mode_adaptiveness"), "pct"),
     ("Text-Retain", ("adaptivity", "text_retain"), "pct"),
 )

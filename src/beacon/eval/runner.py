@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import threading
 import zlib
 from collections.abc import Iterator
@@ -20,32 +19,53 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
 from tqdm import tqdm
 
 from beacon.agent.episode import EpisodeSpec
 from beacon.agent.loop import AgentLoop
 from beacon.benchmarks import Benchmark, get_benchmark
-from beacon.config import to_dict, to_yaml
-from beacon.engines import load_engine
-from beacon.eval.config import TINY_MODEL, EngineConfig, EvalConfig
+from beacon.config import drop_keys, flatten, identity, identity_diff, identity_hash, to_yaml
+from beacon.engines import build_engine, load_engine
+from beacon.eval.config import EvalConfig, JudgeConfig
 from beacon.eval.records import (
+    ERRORS_FILE,
+    INFRASTRUCTURE_FAILURES,
     SAMPLES_FILE,
     TRAJECTORIES_FILE,
+    InfraError,
     JsonlWriter,
+    SampleRecord,
+    TrajectoryRef,
     prepare_resume,
-    read_jsonl,
+    read_samples,
 )
 from beacon.images import ImageStore
+from beacon.metrics.summary import Summary
 from beacon.types import Sample, Trajectory
+from beacon.verify import Judge, Verdict
 
 logger = logging.getLogger(__name__)
 
-# Settings that change what a sample's result means; a run folder refuses to mix them.
-IDENTITY_KEYS = ("engine.model", "agent", "seed")
+CONFIG_FILE = "config.yaml"
+_LOGGED_FAILURES = 5  # infrastructure failures logged one by one; the rest are counted
 
 
 class RunFolderMismatch(ValueError):
     """The run folder holds results made with different settings."""
+
+
+class InfrastructureErrors(RuntimeError):
+    """Episodes failed on the engine or sandbox; they are not results and a rerun retries them."""
+
+    def __init__(self, count: int, first_error: str | None, out: Path) -> None:
+        self.count = count
+        super().__init__(
+            f"{count} episode{'s' * (count != 1)} failed on the engine or sandbox, not the "
+            f"model (first: {first_error}); they are not counted in any metric. Fix the cause "
+            f"(is the server up?) and rerun the same command to retry them; details in "
+            f"{out / ERRORS_FILE}"
+        )
 
 
 @dataclass
@@ -55,6 +75,14 @@ class WorkItem:
     key: str
     bench: Benchmark
     spec: EpisodeSpec
+
+
+@dataclass
+class InfraCount:
+    """Episodes of this invocation that failed outside the model (see INFRASTRUCTURE_FAILURES)."""
+
+    count: int = 0
+    first: str | None = None
 
 
 @dataclass
@@ -97,8 +125,8 @@ def work_items(cfg: EvalConfig, done: set[str]) -> Iterator[WorkItem]:
                     yield WorkItem(key, bench, spec)
 
 
-def make_record(item: WorkItem, trajectory: Trajectory, verdict: Any) -> dict[str, Any]:
-    """One samples.jsonl line (the schema is documented in docs/eval.md)."""
+def make_record(item: WorkItem, trajectory: Trajectory, verdict: Verdict) -> SampleRecord:
+    """One samples.jsonl line (`SampleRecord`; the schema is documented in docs/eval.md)."""
     sample = item.spec.sample
     return {
         "key": item.key,
@@ -123,44 +151,46 @@ def make_record(item: WorkItem, trajectory: Trajectory, verdict: Any) -> dict[st
         "finish_reason": trajectory.finish_reason,
         "error": trajectory.error,
         "wall_time_s": round(trajectory.wall_time_s, 4),
-        "trajectory": {"file": TRAJECTORIES_FILE, "key": item.key},
+        "trajectory": TrajectoryRef(file=TRAJECTORIES_FILE, key=item.key),
     }
 
 
-def check_run_folder(out: Path, cfg: EvalConfig) -> None:
-    """Write config.yaml, or check that the folder's earlier run used the same settings."""
-    path = out / "config.yaml"
-    resolved = to_yaml(cfg)
-    if not path.exists():
-        path.write_text(resolved)
-        return
-    import yaml
+def check_run_folder(out: Path, cfg: EvalConfig) -> str:
+    """Write config.yaml, or refuse a folder whose earlier run had another identity.
 
-    before, now = _flatten(yaml.safe_load(path.read_text()) or {}), _flatten(to_dict(cfg))
-    changed = [  # settings an older version did not have are not a change
-        k for k in sorted(before) if k.startswith(IDENTITY_KEYS) and before[k] != now.get(k)
-    ]
-    if changed:
-        details = ", ".join(f"{k}: {before.get(k)!r} -> {now.get(k)!r}" for k in changed)
+    A run's identity is its whole resolved config minus ``EvalConfig.OPERATIONAL_KEYS``
+    (docs/eval.md, "Run identity"); returns its hash.
+    """
+    path = out / CONFIG_FILE
+    now = identity(cfg, EvalConfig.OPERATIONAL_KEYS)
+    run_id = identity_hash(now)
+    if path.exists():
+        before = _stored_identity(path)
+        changed = identity_diff(before, now)
+        if changed:
+            raise RunFolderMismatch(
+                f"{out} holds results made with other settings ({'; '.join(changed)}); "
+                "resuming would mix them. Use a new --out folder, or restore those settings."
+            )
+    header = f"# config: beacon.eval.config:EvalConfig\n# run identity: sha256:{run_id}\n"
+    path.write_text(header + to_yaml(cfg))
+    return run_id
+
+
+def _stored_identity(path: Path) -> dict[str, Any]:
+    try:
+        stored = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as exc:
         raise RunFolderMismatch(
-            f"{out} holds results made with other settings ({details}); resuming would mix "
-            "them. Use a new --out folder, or restore those settings."
-        )
-    path.write_text(resolved)
+            f"{path} cannot be read ({' '.join(str(exc).split())}); is this a beacon eval "
+            "folder? Use a new --out folder."
+        ) from None
+    if not isinstance(stored, dict):
+        raise RunFolderMismatch(f"{path} is not a beacon eval config; use a new --out folder.")
+    return drop_keys(flatten(stored), EvalConfig.OPERATIONAL_KEYS)
 
 
-def _flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    flat: dict[str, Any] = {}
-    for key, value in tree.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict) and value:
-            flat.update(_flatten(value, name + "."))
-        else:
-            flat[name] = value
-    return flat
-
-
-def run_eval(cfg: EvalConfig, progress: bool = True) -> dict[str, Any]:
+def run_eval(cfg: EvalConfig, progress: bool = True) -> Summary:
     """Run (or resume) an evaluation; return the summary that is also in summary.json."""
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -172,9 +202,13 @@ def run_eval(cfg: EvalConfig, progress: bool = True) -> dict[str, Any]:
         logger.info("resuming %s: %d samples already done", out, len(done))
     items = work_items(cfg, set(done))
     first = next(items, None)
+    failures = InfraCount()
     if first is not None:
-        _run_items(cfg, out, _chain(first, items), len(done), progress)
-    return finish_run(cfg, out)
+        failures = _run_items(cfg, out, _chain(first, items), len(done), progress)
+    summary = finish_run(cfg, out)
+    if failures.count:
+        raise InfrastructureErrors(failures.count, failures.first, out)
+    return summary
 
 
 def _chain(first: WorkItem, rest: Iterator[WorkItem]) -> Iterator[WorkItem]:
@@ -184,7 +218,7 @@ def _chain(first: WorkItem, rest: Iterator[WorkItem]) -> Iterator[WorkItem]:
 
 def _run_items(
     cfg: EvalConfig, out: Path, items: Iterator[WorkItem], already: int, progress: bool
-) -> None:
+) -> InfraCount:
     by_spec: dict[int, WorkItem] = {}
 
     def specs() -> Iterator[EpisodeSpec]:
@@ -215,6 +249,7 @@ def _run_items(
         recorder = stack.enter_context(Recorder(out, _build_judge(cfg, out), bar, cfg.judge))
         for spec, trajectory in loop.stream(specs(), max_active=cfg.concurrency):
             recorder.submit(by_spec.pop(id(spec)), trajectory)
+    return recorder.failures
 
 
 class Recorder:
@@ -225,10 +260,12 @@ class Recorder:
     next submit or on exit, so the run stops instead of silently losing samples.
     """
 
-    def __init__(self, out: Path, judge: Any, bar: Any, judge_cfg: Any) -> None:
+    def __init__(self, out: Path, judge: Judge | None, bar: tqdm, judge_cfg: JudgeConfig) -> None:
         self.judge, self.bar = judge, bar
         self.samples = JsonlWriter(out / SAMPLES_FILE)
         self.trajectories = JsonlWriter(out / TRAJECTORIES_FILE)
+        self.errors = JsonlWriter(out / ERRORS_FILE)
+        self.failures = InfraCount()
         workers = judge_cfg.concurrency if judge is not None else 1
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="beacon-score")
         self.pending: list[Future] = []
@@ -240,6 +277,9 @@ class Recorder:
         self.pending.append(self.pool.submit(self._record, item, trajectory))
 
     def _record(self, item: WorkItem, trajectory: Trajectory) -> None:
+        if trajectory.finish_reason in INFRASTRUCTURE_FAILURES:
+            self._record_failure(item, trajectory)
+            return
         verdict = score(item.bench, trajectory, item.spec.sample, self.judge)
         line = '{"key":' + json.dumps(item.key) + ',"trajectory":' + trajectory.to_json() + "}"
         self.trajectories.write(line)
@@ -248,6 +288,25 @@ class Recorder:
             self.live.add(item.spec.mode, verdict.correct)
             self.bar.update(1)
             self.bar.set_postfix(self.live.postfix(), refresh=False)
+
+    def _record_failure(self, item: WorkItem, trajectory: Trajectory) -> None:
+        """Not a result: logged and kept out of samples.jsonl, so a rerun retries it."""
+        failure = InfraError(
+            key=item.key, finish_reason=trajectory.finish_reason, error=trajectory.error
+        )
+        self.errors.write(dict(failure))
+        with self.lock:
+            self.failures.count += 1
+            self.failures.first = self.failures.first or trajectory.error
+            if self.failures.count <= _LOGGED_FAILURES:
+                logger.error(
+                    "%s: %s (%s); not a result, it will be retried",
+                    item.key,
+                    trajectory.finish_reason,
+                    trajectory.error,
+                )
+            self.bar.update(1)
+            self.bar.set_postfix({**self.live.postfix(), "failed": self.failures.count})
 
     def _raise_failures(self) -> None:
         still = []
@@ -265,48 +324,14 @@ class Recorder:
         self.pool.shutdown(wait=True)
         self.samples.close()
         self.trajectories.close()
+        self.errors.close()
         if exc[0] is None:
             self._raise_failures()
 
 
-def score(bench: Benchmark, trajectory: Trajectory, sample: Sample, judge: Any) -> Any:
+def score(bench: Benchmark, trajectory: Trajectory, sample: Sample, judge: Judge | None) -> Verdict:
     """The benchmark's verdict on what the model wrote (observations are not its words)."""
     return bench.score(trajectory.generated_text, sample, judge=judge)
-
-
-def build_engine(cfg: EngineConfig) -> Any:
-    """The configured engine; model "tiny" is the built-in tiny Qwen2-VL (built on first use)."""
-    model = cfg.model
-    if model == TINY_MODEL:
-        from beacon.engines.tiny import cached_tiny_model
-
-        model = str(cached_tiny_model("qwen2_vl"))
-    if cfg.name == "openai":
-        from beacon.engines.tokenizer import HFTokenizer
-
-        tokenizer = HFTokenizer.from_pretrained(cfg.tokenizer) if cfg.tokenizer else None
-        return load_engine(
-            "openai",
-            model,
-            base_url=cfg.base_url,
-            api_key=cfg.api_key,
-            tokenizer=tokenizer,
-            concurrency=cfg.concurrency,
-            timeout_s=cfg.timeout_s,
-            max_retries=cfg.max_retries,
-        )
-    if cfg.name == "vllm":
-        return load_engine("vllm", model)
-    return load_engine("hf", model, device=_device(cfg.device), batch_size=cfg.batch_size)
-
-
-def _device(name: str) -> str:
-    """ "auto" picks the GPU when there is one."""
-    if name != "auto":
-        return name
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def _expected_total(cfg: EvalConfig) -> int | None:
@@ -315,14 +340,11 @@ def _expected_total(cfg: EvalConfig) -> int | None:
     return cfg.limit * len(cfg.benchmarks) * len(cfg.modes) * cfg.samples
 
 
-def _build_judge(cfg: EvalConfig, out: Path) -> Any:
+def _build_judge(cfg: EvalConfig, out: Path) -> Judge | None:
     if cfg.judge.model is None:
         return None
-    from beacon.engines.openai import OpenAIEngine
-    from beacon.verify import Judge
-
-    engine = OpenAIEngine(
-        base_url=cfg.judge.base_url, model=cfg.judge.model, api_key=cfg.judge.api_key
+    engine = load_engine(
+        "openai", cfg.judge.model, base_url=cfg.judge.base_url, api_key=cfg.judge.api_key
     )
     return Judge(
         engine,
@@ -332,27 +354,16 @@ def _build_judge(cfg: EvalConfig, out: Path) -> Any:
     )
 
 
-def finish_run(cfg: EvalConfig, out: Path) -> dict[str, Any]:
+def finish_run(cfg: EvalConfig, out: Path) -> Summary:
     """Summarize samples.jsonl into summary.json (and report.md when asked)."""
     from beacon.metrics import summarize
 
-    records = list(read_jsonl(out / SAMPLES_FILE))
+    records = read_samples(out / SAMPLES_FILE)
     aggregators = {name: get_benchmark(name).aggregate for name in cfg.benchmarks}
     summary = summarize(records, bootstrap=cfg.bootstrap, seed=cfg.seed, aggregators=aggregators)
-    (out / "summary.json").write_text(json.dumps(_json_safe(summary), indent=2) + "\n")
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
     if cfg.report:
         from beacon.eval.report import load_run, render_report
 
         render_report([load_run(out, aggregators=aggregators, summary=summary)], out)
     return summary
-
-
-def _json_safe(value: Any) -> Any:
-    """NaN (an undefined metric) becomes null, as JSON has no NaN."""
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_json_safe(v) for v in value]
-    return value

@@ -22,13 +22,15 @@ from beacon.metrics.adaptivity import (
 from beacon.metrics.agreement import ConfusionMatrix, agreement, cohens_kappa, confusion_matrix
 from beacon.metrics.bootstrap import percentile_ci, resample_weights
 from beacon.metrics.records import MODE_STATS, RATE_STATS, dedupe, mode_stats, pair_modes
-from beacon.metrics.summary import jsonable, summarize
+from beacon.metrics.summary import Section, Summary, jsonable, summarize
 
 __all__ = [
     "MODE_STATS",
     "RATE_STATS",
     "ConfusionMatrix",
     "ItemOutcomes",
+    "Section",
+    "Summary",
     "adaptivity",
     "agreement",
     "cohens_kappa",

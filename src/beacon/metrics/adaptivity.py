@@ -13,19 +13,19 @@ K-sample aggregation (beacon.md: "use the per-item mean where a probability is n
 1. **Easy / hard split.** Item i is easy iff p_n(i) >= ``easy_threshold`` (default 0.5: solved in
    at least half of its notool samples; with K = 1, solved). Pass 1/K for "solved at least once"
    or 1.0 for "solved every time". MA, TE_easy and TE_hard use this split.
-2. **Joint probabilities of the two modes** (gain, harm, Text-Retain) treat the two modes as the
-   independent runs they are: gain(i) = p_t(i) · (1 - p_n(i)). This equals the mean over all
-   K_t × K_n pairings of a tool sample with a notool sample of item i; pairing samples by their
-   index k would pick one of those pairings arbitrarily and add variance, nothing else.
+2. **The two modes are independent runs** (gain, harm, Text-Retain and their joint shares): the
+   joint mass of "solved with tools, not without" on item i is p_t(i) · (1 - p_n(i)). This equals
+   the mean over all K_t × K_n pairings of a tool sample with a notool sample of item i; pairing
+   samples by their index k would pick one of those pairings arbitrarily and add variance.
 3. Every item weighs the same, however many samples it has.
 
 Deviations and things a reader will doubt:
 
-1. With beacon.md's joint definitions, Δ_TE = Gain - Harm equals TE exactly:
-   p_t(1 - p_n) - p_n(1 - p_t) = p_t - p_n, item by item. The paper reports TE = +1.96 and
-   Δ_TE = +3.14 for Beacon, so its gain and harm must be normalised differently. We also report
-   the conditional reading: gain_cond = P[✓tool | ✗notool], harm_cond = P[✗tool | ✓notool]
-   (= 1 - Text-Retain) and delta_te_cond = gain_cond - harm_cond.
+1. Gain and harm are **conditional** (beacon.md §1, decided): gain = P[✓tool | ✗notool],
+   harm = P[✗tool | ✓notool] (= 1 - Text-Retain), delta_te = gain - harm. The joint shares
+   gain_share = P[✓tool ∧ ✗notool] and harm_share = P[✗tool ∧ ✓notool] are reported too; their
+   difference is TE exactly (p_t(1 - p_n) - p_n(1 - p_t) = p_t - p_n item by item), which is why
+   Δ_TE cannot be built from them: the paper reports TE = +1.96 but Δ_TE = +3.14 for Beacon.
 2. A quantity with an empty conditioning set (no easy items, no item solved without tools) is
    NaN, not an error; MA is NaN unless both the easy and the hard set are non-empty.
 
@@ -85,14 +85,13 @@ class ToolEffect:
 
 @dataclass(frozen=True)
 class GainHarm:
-    """Joint gain / harm (beacon.md) and their conditional reading (see module note 1)."""
+    """Conditional gain / harm, their difference Δ_TE, and the joint shares (module note 1)."""
 
     gain: np.ndarray
     harm: np.ndarray
     delta_te: np.ndarray
-    gain_cond: np.ndarray
-    harm_cond: np.ndarray
-    delta_te_cond: np.ndarray
+    gain_share: np.ndarray
+    harm_share: np.ndarray
 
 
 def weighted_mean(values: np.ndarray, weights: np.ndarray, where: np.ndarray | None = None):
@@ -139,18 +138,18 @@ def tool_effect(items: ItemOutcomes, weights: np.ndarray) -> ToolEffect:
 
 
 def gain_harm(items: ItemOutcomes, weights: np.ndarray) -> GainHarm:
-    """Gain = P[✓tool ∧ ✗notool], Harm = P[✗tool ∧ ✓notool], Δ_TE = Gain - Harm (beacon.md §1).
+    """Gain = P[✓tool | ✗notool], Harm = P[✗tool | ✓notool], Δ_TE = Gain - Harm (beacon.md §1).
 
-    Per item, gain(i) = p_t(1 - p_n) and harm(i) = p_n(1 - p_t) (modes independent). The
-    conditional reading divides by the mass of the conditioning event:
-    gain_cond = Σ p_t(1 - p_n) / Σ (1 - p_n), harm_cond = Σ p_n(1 - p_t) / Σ p_n.
+    Gain = Σ w·p_t(1 - p_n) / Σ w·(1 - p_n) and Harm = Σ w·p_n(1 - p_t) / Σ w·p_n (NaN on an
+    empty condition); the joint shares gain_share = mean of p_t(1 - p_n) and harm_share = mean of
+    p_n(1 - p_t) are over all items (modes independent, module point 2).
     """
     p_t, p_n = items.p_tool, items.p_notool
-    gain = weighted_mean(p_t * (1.0 - p_n), weights)
-    harm = weighted_mean(p_n * (1.0 - p_t), weights)
-    gain_cond = weighted_mean(p_t, weights, 1.0 - p_n)
-    harm_cond = weighted_mean(1.0 - p_t, weights, p_n)
-    return GainHarm(gain, harm, gain - harm, gain_cond, harm_cond, gain_cond - harm_cond)
+    gain = weighted_mean(p_t, weights, 1.0 - p_n)
+    harm = weighted_mean(1.0 - p_t, weights, p_n)
+    gain_share = weighted_mean(p_t * (1.0 - p_n), weights)
+    harm_share = weighted_mean(p_n * (1.0 - p_t), weights)
+    return GainHarm(gain, harm, gain - harm, gain_share, harm_share)
 
 
 def text_retain(items: ItemOutcomes, weights: np.ndarray) -> np.ndarray:
@@ -223,8 +222,8 @@ def adaptivity(
     `records`: one mapping per item with ``correct_notool``, ``correct_tool``, ``used_tool``
     (booleans, or per-item means over K samples in [0, 1]). Returns fractions in [0, 1]
     (differences in [-1, 1]): mode_adaptiveness, p_notool_given_easy, p_tool_given_hard, te,
-    te_easy, te_hard, acc_tool, acc_notool, gain, harm, delta_te, gain_cond, harm_cond,
-    delta_te_cond, text_retain, tool_rate; NaN where undefined (see the module docstring); and
+    te_easy, te_hard, acc_tool, acc_notool, gain, harm, delta_te, gain_share, harm_share,
+    text_retain, tool_rate; NaN where undefined (see the module docstring); and
     the counts n_items, n_easy, n_hard.
     """
     items = item_outcomes(records, easy_threshold)

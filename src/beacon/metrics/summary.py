@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -42,6 +43,32 @@ from beacon.metrics.records import (
     paired_item,
 )
 
+
+class Section(TypedDict, total=False):
+    """One section of a summary (overall, a benchmark, a category or difficulty split)."""
+
+    n_items: int
+    n_samples: int
+    n_paired: int  # items with both the tool and the notool mode
+    n_unpaired: int
+    n_easy: int
+    n_hard: int
+    modes: dict[str, dict[str, float | None]]  # mode -> MODE_STATS
+    adaptivity: dict[str, float | None]  # ADAPTIVITY_METRICS
+    ci: dict[str, Any]  # same layout as modes / adaptivity, [low, high] pairs (bootstrap > 0)
+    categories: dict[str, Section]  # benchmark sections only
+    difficulties: dict[str, Section]  # benchmark sections only
+    aggregates: dict[str, dict[str, float]]  # benchmark-specific metrics per mode
+
+
+class Summary(TypedDict):
+    """What `summarize` returns and summary.json holds (see the module docstring)."""
+
+    method: dict[str, Any]
+    overall: Section
+    benchmarks: dict[str, Section]
+
+
 Aggregator = Callable[[list[Mapping]], Mapping[str, float]]
 """A benchmark-specific metric over the records of one mode (e.g. HallusionBench qAcc)."""
 
@@ -58,9 +85,8 @@ ADAPTIVITY_METRICS = (
     "gain",
     "harm",
     "delta_te",
-    "gain_cond",
-    "harm_cond",
-    "delta_te_cond",
+    "gain_share",
+    "harm_share",
     "text_retain",
     "tool_rate",
 )
@@ -177,7 +203,7 @@ def summarize(
     aggregators: Mapping[str, Aggregator] | None = None,
     easy_threshold: float = DEFAULT_EASY_THRESHOLD,
     level: float = 0.95,
-) -> dict:
+) -> Summary:
     """Every metric of a run's ``samples.jsonl`` records, per benchmark / category / overall.
 
     `bootstrap`: resamples for the percentile CIs (0 = no CIs); `seed` makes them reproducible.
@@ -212,4 +238,4 @@ def summarize(
                 mode: dict(aggregators[bench](by_mode[mode])) for mode in _ordered_modes(by_mode)
             }
         summary["benchmarks"][bench] = section
-    return jsonable(summary)
+    return jsonable(summary)  # type: ignore[return-value]  # the same layout, JSON-ready

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, fields
-from typing import Literal, get_args
+from dataclasses import dataclass, field
+from typing import Literal
 
 from PIL import Image
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from beacon.config import raise_problems
 from beacon.images import MAX_IMAGE_PIXELS
 from beacon.sandbox.repair import RepairConfig
 
@@ -22,44 +24,91 @@ def _default_workers() -> int:
     return min(os.cpu_count() or 1, 8)
 
 
-@dataclass
-class SandboxConfig:
+class SandboxConfig(BaseModel):
     """Limits and pool settings. Every limit applies per call unless its name says otherwise."""
 
-    timeout_s: float = 10.0  # wall-clock limit per call; the code's process group is SIGKILLed
-    cpu_s: float | None = None  # CPU-time limit (RLIMIT_CPU); None means timeout_s + 1
-    memory_mb: int = 2048  # address space the code may add on top of the preloaded libraries
-    max_file_mb: int = 64  # largest file the code may write (RLIMIT_FSIZE)
-    max_processes: int = 64  # threads the code's uid may have (RLIMIT_NPROC); forking is denied
-    max_stdout_chars: int = 16_384  # printed text kept per call; the rest becomes a marker line
-    max_images: int = 8  # images returned per call; later ones are dropped with a note
-    max_image_pixels: int = 4096 * 4096  # pixels per returned image; larger ones are refused
-    max_input_pixels: int = MAX_IMAGE_PIXELS  # pixels per input image (decompression bombs)
-    max_calls_per_session: int = 64  # calls one session may run before it answers with an error
-    max_code_chars: int = 100_000  # longer code is refused before repair (repair is linear)
-    session_disk_mb: int = 512  # files a session may keep in its folder, in MB (as root: tmpfs)
-    session_files: int = 20_000  # files and folders a session may create (as root: tmpfs inodes)
-    carry_variables: bool = True  # keep picklable variables between a session's calls (Thyme)
-    max_state_mb: int = 64  # carried variables larger than this (pickled) are all dropped
-    num_workers: int = field(default_factory=_default_workers)  # pre-forked worker processes
-    isolation: Isolation = "auto"  # "auto" tries bwrap, then unshare, and refuses otherwise
-    root_dir: str | None = None  # episode folders; None: a fresh one in /dev/shm (or $TMPDIR)
-    child_uid_base: int = 200_000  # as root, sessions run as uids above this (one per session)
-    worker_max_rss_mb: int = 2048  # a worker whose resident memory exceeds this is replaced
-    startup_timeout_s: float = 60.0  # time a worker may take to import its libraries
-    worker_grace_s: float = 30.0  # extra wait past timeout_s before a silent worker is replaced
-    repair: RepairConfig | None = field(default_factory=RepairConfig)  # None: run code as given
+    model_config = ConfigDict(extra="forbid")
 
-    def validate(self) -> list[str]:
-        """Every invalid setting, one line each (the `beacon.config` contract); [] if none.
+    timeout_s: float = Field(
+        10.0, description="wall-clock limit per call; the code's process group is SIGKILLed"
+    )
+    cpu_s: float | None = Field(
+        None, description="CPU-time limit (RLIMIT_CPU); null means timeout_s + 1"
+    )
+    memory_mb: int = Field(
+        2048, description="address space the code may add on top of the preloaded libraries"
+    )
+    max_file_mb: int = Field(64, description="largest file the code may write (RLIMIT_FSIZE)")
+    max_processes: int = Field(
+        64, description="threads the code's uid may have (RLIMIT_NPROC); forking is denied"
+    )
+    max_stdout_chars: int = Field(
+        16_384, description="printed text kept per call; the rest becomes a marker line"
+    )
+    max_images: int = Field(
+        8, description="images returned per call; later ones are dropped with a note"
+    )
+    max_image_pixels: int = Field(
+        4096 * 4096, description="pixels per returned image; larger ones are refused"
+    )
+    max_input_pixels: int = Field(
+        MAX_IMAGE_PIXELS, description="pixels per input image (decompression bombs)"
+    )
+    max_calls_per_session: int = Field(
+        64, description="calls one session may run before it answers with an error"
+    )
+    max_code_chars: int = Field(
+        100_000, description="longer code is refused before repair (repair is linear)"
+    )
+    session_disk_mb: int = Field(
+        512, description="files a session may keep in its folder, in MB (as root: tmpfs)"
+    )
+    session_files: int = Field(
+        20_000, description="files and folders a session may create (as root: tmpfs inodes)"
+    )
+    carry_variables: bool = Field(
+        True, description="keep picklable variables between a session's calls (Thyme)"
+    )
+    max_state_mb: int = Field(
+        64, description="carried variables larger than this (pickled) are all dropped"
+    )
+    num_workers: int = Field(
+        default_factory=_default_workers, description="pre-forked worker processes"
+    )
+    isolation: Isolation = Field(
+        "auto", description='"auto" tries bwrap, then unshare, and refuses otherwise'
+    )
+    root_dir: str | None = Field(
+        None, description="episode folders; null: a fresh one in /dev/shm (or $TMPDIR)"
+    )
+    child_uid_base: int = Field(
+        200_000, description="as root, sessions run as uids above this (one per session)"
+    )
+    worker_max_rss_mb: int = Field(
+        2048, description="a worker whose resident memory exceeds this is replaced"
+    )
+    startup_timeout_s: float = Field(
+        60.0, description="time a worker may take to import its libraries"
+    )
+    worker_grace_s: float = Field(
+        30.0, description="extra wait past timeout_s before a silent worker is replaced"
+    )
+    repair: RepairConfig | None = Field(
+        default_factory=RepairConfig,
+        description="code repair (beacon.sandbox.repair.RepairConfig); null: run code as given",
+    )
 
-        `Sandbox` raises a ValueError listing them; `beacon.config.load_config` reports them
-        together with the problems of the rest of a config.
+    def validate(self) -> list[str]:  # type: ignore[override]  # BaseModel.validate is deprecated
+        """Every invalid setting, one line each; [] if none.
+
+        Raised at construction (a pydantic ValidationError, a ValueError), so
+        `beacon.config.load_config` reports them together with the problems of the rest of a
+        config.
         """
         problems = [
-            f"{f.name}: must be > 0, got {getattr(self, f.name)!r}"
-            for f in fields(self)
-            if f.name in _POSITIVE and getattr(self, f.name) <= 0
+            f"{name}: must be > 0, got {getattr(self, name)!r}"
+            for name in type(self).model_fields
+            if name in _POSITIVE and getattr(self, name) <= 0
         ]
         if self.max_state_mb > self.max_file_mb:
             problems.append(
@@ -68,10 +117,12 @@ class SandboxConfig:
             )
         if self.cpu_s is not None and self.cpu_s <= 0:
             problems.append(f"cpu_s: must be > 0 or None, got {self.cpu_s!r}")
-        if self.isolation not in get_args(Isolation):
-            allowed = ", ".join(repr(a) for a in get_args(Isolation))
-            problems.append(f"isolation: must be one of {allowed}, got {self.isolation!r}")
         return problems
+
+    @model_validator(mode="after")
+    def _check(self) -> SandboxConfig:
+        raise_problems(self.validate())
+        return self
 
     @property
     def cpu_limit_s(self) -> float:

@@ -2,7 +2,7 @@
 
 Why processes: a thread cannot stop sympy. `10^{10^{10}}` makes it compute a huge integer power
 in C while holding the GIL, so even the caller's `Thread.join(timeout)` never returns (found by
-fuzzing `verify`). Each helper is a long-lived `python -m beacon.verify.mathworker` that reads
+fuzzing `verify`). Each helper is a long-lived `python -m beacon.verify.mathhelper` that reads
 one JSON request per line (`[pred, gold]`) on stdin and writes one JSON line (true / false /
 null) on stdout. A helper that does not answer within the budget is killed and replaced on the
 next call, so a check costs one pipe round trip (~0.1 ms) and a runaway one costs its budget.
@@ -25,10 +25,12 @@ import select
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from typing import IO
 
 logger = logging.getLogger(__name__)
 
+HELPER_MODULE = "beacon.verify.mathhelper"  # the helper's main: `serve` with the math check
 STARTUP_TIMEOUT_S = 60.0  # importing sympy + math-verify in a fresh interpreter, on a busy host
 
 
@@ -47,7 +49,7 @@ class MathWorker:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "beacon.verify.mathworker"],
+                [sys.executable, "-m", HELPER_MODULE],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
@@ -138,24 +140,23 @@ class MathWorkerPool:
             worker.kill()
 
 
-def serve() -> None:
-    """The helper's loop: answer `[pred, gold]` lines until stdin closes."""
-    from beacon.verify.symbolic import compare_in_process, parse_math
+def serve(compare: Callable[[str, str], bool | None], warm_up: Callable[[], object]) -> None:
+    """A helper's loop: answer `[pred, gold]` lines with ``compare`` until stdin closes.
 
+    ``warm_up`` runs before the helper says "ready" (it imports sympy and math-verify). The
+    helper's main module (`beacon.verify.mathhelper`) passes the math check in, so this module
+    imports nothing of `beacon.verify` and the checker imports this one without a cycle.
+    """
     replies = os.fdopen(os.dup(sys.stdout.fileno()), "w")
     sys.stdout = sys.stderr  # anything a library prints must not corrupt the replies
-    parse_math("x^2")  # import sympy and math-verify before saying ready
+    warm_up()
     replies.write("ready\n")
     replies.flush()
     for line in sys.stdin:
         pred, gold = json.loads(line)
         try:
-            result = compare_in_process(pred, gold)
+            result = compare(pred, gold)
         except Exception:
             result = None
         replies.write(json.dumps(result) + "\n")
         replies.flush()
-
-
-if __name__ == "__main__":
-    serve()

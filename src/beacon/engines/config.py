@@ -1,0 +1,41 @@
+"""Settings of the engine that generates (the `engine:` section of every job's config)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from beacon.engines.registry import TINY_MODEL, engine_names
+
+
+class EngineConfig(BaseModel):
+    """Which engine generates, and how to reach or load it (built by `build_engine`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(
+        "hf", description="hf (transformers, local), openai (any compatible server), vllm"
+    )
+    model: str = Field(
+        TINY_MODEL, description='local path or hub name; "tiny" builds the built-in tiny model'
+    )
+    base_url: str = Field(
+        "http://127.0.0.1:8000/v1", description="openai engine: the server's /v1 address"
+    )
+    api_key: str | None = Field(
+        None, description="openai engine: bearer token (or set OPENAI_API_KEY)"
+    )
+    tokenizer: str | None = Field(
+        None, description="openai engine: local processor path for token ids"
+    )
+    device: str = Field("auto", description="hf/vllm: cpu, cuda or auto")
+    batch_size: int = Field(8, ge=1, description="hf: requests per forward batch")
+    concurrency: int = Field(16, ge=1, description="openai: requests in flight")
+    timeout_s: float = Field(300.0, description="openai: per-request timeout")
+    max_retries: int = Field(4, description="openai: retries on 5xx, 429 and connection errors")
+
+    @field_validator("name")
+    @classmethod
+    def _registered(cls, value: str) -> str:
+        if value not in engine_names():
+            raise ValueError(f"unknown engine {value!r}; choose one of {', '.join(engine_names())}")
+        return value

@@ -1,0 +1,125 @@
+"""The one engine registry: every way to build an engine goes through it.
+
+Each engine registers a constructor (``model, **kwargs -> Engine``) and a function that turns an
+:class:`~beacon.engines.config.EngineConfig` into those keyword arguments. Two entry points use
+the same table:
+
+- ``build_engine(cfg)``: what `beacon eval`, `beacon run` and the training recipes call;
+- ``load_engine(name, model, **kwargs)``: for code that has no config (`beacon serve`, tests).
+
+Constructors import their heavy libraries (torch, vLLM, httpx) only when called, so importing
+`beacon.engines` stays cheap and works without vLLM. Adding an engine is one ``register_engine``
+call; nothing else names engines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from beacon.engines.base import Engine
+
+if TYPE_CHECKING:  # the config validates names against this registry, so no import back
+    from beacon.engines.config import EngineConfig
+
+TINY_MODEL = "tiny"  # model name meaning "the built-in tiny Qwen2-VL, built locally on first use"
+
+
+@dataclass(frozen=True)
+class EngineEntry:
+    """How to build one engine: its constructor and its keyword arguments from a config."""
+
+    construct: Callable[..., Engine]
+    options: Callable[[EngineConfig], dict[str, Any]]
+
+
+_REGISTRY: dict[str, EngineEntry] = {}
+
+
+def register_engine(
+    name: str, construct: Callable[..., Engine], options: Callable[[EngineConfig], dict[str, Any]]
+) -> None:
+    """Make engine ``name`` buildable by `build_engine` and `load_engine`."""
+    _REGISTRY[name] = EngineEntry(construct, options)
+
+
+def engine_names() -> list[str]:
+    """Registered engine names, in registration order."""
+    return list(_REGISTRY)
+
+
+def load_engine(name: str, model: str, **kwargs: Any) -> Engine:
+    """Build engine ``name`` for ``model`` (a checkpoint path, or the served name for openai).
+
+    Keyword arguments go to the engine's constructor (e.g. device, batch_size, base_url).
+    """
+    entry = _REGISTRY.get(name)
+    if entry is None:
+        raise ValueError(f"unknown engine {name!r}; choose one of {', '.join(_REGISTRY)}")
+    return entry.construct(model, **kwargs)
+
+
+def build_engine(cfg: EngineConfig) -> Engine:
+    """The configured engine; model "tiny" is the built-in tiny Qwen2-VL (built on first use)."""
+    model = cfg.model
+    if model == TINY_MODEL:
+        from beacon.engines.tiny import cached_tiny_model
+
+        model = str(cached_tiny_model("qwen2_vl"))
+    return load_engine(cfg.name, model, **_REGISTRY[cfg.name].options(cfg))
+
+
+def resolve_device(name: str) -> str:
+    """``"auto"`` picks the GPU when there is one."""
+    if name != "auto":
+        return name
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _hf(model: str, **kwargs: Any) -> Engine:
+    from beacon.engines.hf import HFEngine
+
+    return HFEngine(model, **kwargs)
+
+
+def _vllm(model: str, **kwargs: Any) -> Engine:
+    from beacon.engines.vllm import VLLMEngine
+
+    return VLLMEngine(model, **kwargs)
+
+
+def _openai(model: str, **kwargs: Any) -> Engine:
+    from beacon.engines.openai import OpenAIEngine
+
+    if "base_url" not in kwargs:
+        raise ValueError(
+            "the openai engine needs base_url, e.g. "
+            "load_engine('openai', 'my-model', base_url='http://localhost:8000/v1')"
+        )
+    return OpenAIEngine(model=model, **kwargs)
+
+
+def _openai_options(cfg: EngineConfig) -> dict[str, Any]:
+    tokenizer = None
+    if cfg.tokenizer:
+        from beacon.engines.tokenizer import HFTokenizer
+
+        tokenizer = HFTokenizer.from_pretrained(cfg.tokenizer)
+    return {
+        "base_url": cfg.base_url,
+        "api_key": cfg.api_key,
+        "tokenizer": tokenizer,
+        "concurrency": cfg.concurrency,
+        "timeout_s": cfg.timeout_s,
+        "max_retries": cfg.max_retries,
+    }
+
+
+register_engine(
+    "hf", _hf, lambda cfg: {"device": resolve_device(cfg.device), "batch_size": cfg.batch_size}
+)
+register_engine("vllm", _vllm, lambda cfg: {})
+register_engine("openai", _openai, _openai_options)

@@ -1,0 +1,50 @@
+"""Run identity: the resolved config minus EvalConfig.OPERATIONAL_KEYS decides what may resume."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from beacon.config import config_class_for, load_config
+from beacon.eval.config import EvalConfig
+from beacon.eval.runner import RunFolderMismatch, check_run_folder
+
+
+def cfg(*overrides: str) -> EvalConfig:
+    return load_config(EvalConfig, overrides=list(overrides))
+
+
+def test_operational_changes_resume(tmp_path: Path) -> None:
+    first = check_run_folder(tmp_path, cfg())
+    again = check_run_folder(
+        tmp_path, cfg("concurrency=64", "limit=5", "engine.batch_size=2", "sandbox.num_workers=1")
+    )
+    assert first == again
+
+
+@pytest.mark.parametrize(
+    ("overrides", "named"),
+    [
+        (["sandbox.timeout_s=2"], "sandbox.timeout_s: 10.0 -> 2.0"),
+        (["judge.model=gpt"], 'judge.model: null -> "gpt"'),
+        (["agent.temperature=0.5"], "agent.temperature: 0.0 -> 0.5"),
+        (["sandbox.repair=null"], 'sandbox.repair.min_crop_size: 4 -> "(unset)"'),
+    ],
+)
+def test_result_changing_settings_refuse_a_resume_naming_the_keys(
+    tmp_path: Path, overrides: list[str], named: str
+) -> None:
+    check_run_folder(tmp_path, cfg())
+    with pytest.raises(RunFolderMismatch) as info:
+        check_run_folder(tmp_path, cfg(*overrides))
+    assert named in str(info.value) and "--out" in str(info.value)
+
+
+def test_written_config_names_its_model_and_loads_back(tmp_path: Path) -> None:
+    original = cfg("agent.max_turns=3", "benchmarks=[synth]")
+    check_run_folder(tmp_path, original)
+    path = tmp_path / "config.yaml"
+    assert config_class_for(path) is EvalConfig
+    assert load_config(EvalConfig, path=path) == original
+    assert "# run identity: sha256:" in path.read_text()
