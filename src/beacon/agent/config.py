@@ -18,7 +18,6 @@ class AgentConfig:
     top_p: float = 1.0  # nucleus sampling
     top_k: int = 0  # top-k sampling; 0 disables it
     code_temperature: float | None = None  # code segments' own temperature (GRPO-ATS: 0.0)
-    seed: int | None = None  # base sampling seed; each episode adds its sample index
 
     def validate(self) -> list[str]:
         """Cross-field problems, reported with every other config problem at once."""

@@ -103,3 +103,4 @@ class ExecResult:
     elapsed_s: float = 0.0
     notes: list[str] = field(default_factory=list)
     repairs: list[str] = field(default_factory=list)
+    code: str = ""
