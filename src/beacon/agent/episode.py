@@ -237,7 +237,8 @@ class EpisodeState:
             return [("text", text, ids)]
         if not ids:
             cut_at = at + len(self.fmt.call_open)
-            return [("text", text[:cut_at], []), ("code", text[cut_at:], [])]
+            pieces = [("text", text[:cut_at], [])]
+            return [*pieces, ("code", text[cut_at:], [])] if text[cut_at:] else pieces
         lo, hi = 1, len(ids)
         while lo < hi:
             mid = (lo + hi) // 2
