@@ -106,7 +106,14 @@ class EvidenceState:
 
 @dataclass
 class ToolCall:
-    """One executed (or, in notool mode, attempted) tool call."""
+    """One executed (or, in notool mode, attempted) tool call, with all the sandbox reported.
+
+    `code` is what the model wrote (parsed out of its call); `executed_code` is what actually
+    ran after the sandbox's code repair (equal to `code` when nothing was repaired; None when
+    nothing ran), and `repairs` says what repair changed. Training data must record what was
+    executed, not only what was written. `notes` are the sandbox's remarks that are not failures
+    (images dropped over the cap, carried variables lost); the observation shows them.
+    """
 
     code: str
     executed: bool
@@ -116,6 +123,9 @@ class ToolCall:
     stdout: str = ""
     images: list[str] = field(default_factory=list)
     elapsed_s: float = 0.0
+    executed_code: str | None = None
+    repairs: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
 
 @dataclass

@@ -2,13 +2,7 @@
 
 import pytest
 
-from beacon.agent.formats import (
-    THYME,
-    TOOL_CALL,
-    extract_answer_span,
-    find_calls,
-    get_format,
-)
+from beacon.agent.formats import THYME, TOOL_CALL, get_format
 
 
 @pytest.mark.parametrize(
@@ -72,7 +66,7 @@ def test_close_tag_without_open_tag_is_an_error(fmt) -> None:
 
 def test_find_calls_returns_only_complete_calls_in_order() -> None:
     text = "a <code>one</code> b <code>two</code> c <code>unfinished"
-    assert find_calls(text, THYME) == ["<code>one</code>", "<code>two</code>"]
+    assert THYME.calls(text) == ["<code>one</code>", "<code>two</code>"]
 
 
 @pytest.mark.parametrize(
@@ -81,12 +75,16 @@ def test_find_calls_returns_only_complete_calls_in_order() -> None:
         ("<answer>B</answer>", "B"),
         ("<answer>1</answer> then <answer> 2 </answer>", "2"),
         ("no tags", None),
-        ("<answer>open only", None),
+        ("<answer>open only", "open only"),  # out of tokens inside the answer
         ("<answer>\nmulti\nline\n</answer>", "multi\nline"),
+        ("<code>print('<answer>A</answer>')</code> so <answer>B</answer>", "B"),
+        ("<code>print('<answer>A</answer>')</code> no answer", None),
+        ("<code>print('<answer>A</answer>')", None),  # still inside the code
     ],
 )
 def test_answer_span(text: str, answer: str | None) -> None:
-    assert extract_answer_span(text) == answer
+    span = THYME.answer_span(text)
+    assert (None if span is None else span.strip()) == answer
 
 
 def test_unknown_format_names_the_setting() -> None:

@@ -183,3 +183,51 @@ def test_bad_requests_get_openai_shaped_400(served, body, message):
     assert reply.status_code == 400
     error = reply.json()["error"]
     assert error["type"] == "BadRequestError" and message in error["message"]
+
+
+def test_top_logprobs_are_the_models_top_k(served, client, images):
+    """`beacon serve` returns the k most likely tokens per position (issue 7 §8), equal to the
+    local engine's, most likely first; the openai engine maps them back to ids."""
+    _force(served, None)
+    params = SamplingParams(temperature=0.0, max_new_tokens=6, top_logprobs=3)
+    request = GenerationRequest([user_turn("What digit?", images[0])], params)
+    (local,) = served[1].generate([request])
+    (remote,) = client.generate([request])
+    assert remote.token_ids == local.token_ids
+    assert len(remote.top_logprobs) == len(local.top_logprobs) == len(local.token_ids)
+    for ours, theirs, token, logprob in zip(
+        remote.top_logprobs, local.top_logprobs, local.token_ids, local.logprobs, strict=True
+    ):
+        assert [a.token_id for a in ours] == [a.token_id for a in theirs]
+        assert [a.logprob for a in ours] == pytest.approx([a.logprob for a in theirs], abs=1e-4)
+        values = [a.logprob for a in theirs]
+        assert values == sorted(values, reverse=True) and len(values) == 3
+        assert theirs[0].token_id == token and theirs[0].logprob == pytest.approx(logprob)
+
+    body = {
+        "messages": [{"role": "user", "content": "q"}],
+        "max_tokens": 3,
+        "temperature": 0,
+        "logprobs": True,
+        "top_logprobs": 2,
+    }
+    entries = _post(served[2], body).json()["choices"][0]["logprobs"]["content"]
+    assert all(len(e["top_logprobs"]) == 2 for e in entries)
+    assert all(e["top_logprobs"][0]["logprob"] >= e["top_logprobs"][1]["logprob"] for e in entries)
+    del body["logprobs"]
+    assert _post(served[2], body).status_code == 400  # as OpenAI: top_logprobs needs logprobs
+
+
+def test_openai_engine_keeps_one_client_across_calls_and_loops(served, client, images):
+    _force(served, None)
+    request = _requests(images)[1]
+    client.generate([request])
+    first = client._client.client
+    asyncio.run(client.agenerate([request]))
+    asyncio.run(client.agenerate([request]))
+    client.generate([request])
+    assert client._client.client is first
+    client.close()
+    assert first.is_closed
+    assert client.generate([request])[0].error is None  # a call after close starts anew
+    client.close()

@@ -6,6 +6,9 @@ The context is kept twice on purpose. `ids` + `images` are the exact tokens the 
 tokenized on their own and appended), and local engines consume them as they are. `messages` is
 the same context as a chat, for HTTP engines that only take messages. Engines without a local
 tokenizer produce text-only segments.
+
+`EpisodeState` is a pure state machine: it never calls an engine or a sandbox, so the same rules
+run under the async loop, in tests with scripted results, and anywhere else.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Literal
 from PIL import Image
 
 from beacon.agent.config import AgentConfig
-from beacon.agent.formats import ANSWER_CLOSE, Format, extract_answer_span, find_calls
+from beacon.agent.formats import Format
 from beacon.engines.base import (
     ChatTokenizer,
     GenerationRequest,
@@ -29,11 +32,16 @@ from beacon.types import EvidenceState, FinishReason, Sample, Segment, ToolCall,
 
 Mode = Literal["tool", "notool", "hinted"]
 TEXT_IMAGE_PLACEHOLDER = "<image>"  # how images read in text-only segments (Thyme data uses it)
+_SEED_STRIDE = 1_000_003  # request n of an episode seeded `seed * stride + n` (mod 2**31)
 
 
 @dataclass
 class EpisodeSpec:
-    """What to run: a sample, a mode, the sample index k, and (hinted mode) the hint."""
+    """What to run: a sample, a mode, the sample index k, and (hinted mode) the hint.
+
+    `seed` makes sampling reproducible: request n of the episode is seeded from (seed, n) alone,
+    so a resumed or re-run episode samples the same tokens at any concurrency.
+    """
 
     sample: Sample
     mode: Mode = "tool"
@@ -47,8 +55,12 @@ class EpisodeSpec:
         return self.mode != "notool"
 
 
-class Episode:
-    """Advances one episode: `request()` -> engine -> `absorb()` -> sandbox -> `observe()`."""
+class EpisodeState:
+    """Advances one episode: `request()` -> engine -> `absorb()` -> sandbox -> `observe()`.
+
+    After `absorb`, either `done` is set (with the trajectory's finish reason), or
+    `pending_call` holds the text of a call to execute, or the next `request()` continues.
+    """
 
     def __init__(
         self,
@@ -67,11 +79,12 @@ class Episode:
         self.ids: list[int] = []
         self.images: list[Image.Image] = []
         self.done = False
-        self.pending_code: str | None = None
-        self.in_code = False  # generating a code segment at code_temperature
+        self.pending_call: str | None = None
+        self.in_code = False  # inside an open call: the next request continues the code
         self.turns = 0
+        self.requests = 0
         self.new_tokens = 0
-        self.turn_text = ""  # generated text of the current assistant turn
+        self.generated = ""  # the model's own text so far (observations left out)
 
     # ----------------------------------------------------------------- start
     def start(self, messages: list[Message], images: list[Image.Image]) -> None:
@@ -96,26 +109,35 @@ class Episode:
 
     # -------------------------------------------------------------- generate
     def request(self) -> GenerationRequest:
-        """The next engine request, with this turn's stop strings and token budget."""
-        cfg = self.config
+        """The next engine request, with this turn's stop strings and token budget.
+
+        Outside a call the model stops at the answer's close tag and (tool modes) at the call's
+        close tag, or at its open tag when code has its own temperature. Inside a call only the
+        call's close tag stops it: an answer tag in code is code.
+        """
+        cfg, fmt = self.config, self.fmt
         remaining = cfg.max_total_new_tokens - self.new_tokens
-        if self.in_code:
-            stop, temperature = [self.fmt.call_close], cfg.code_temperature
+        temperature = cfg.temperature
+        if self.in_code and self.spec.tools:
+            stop = [fmt.call_close]
+            if cfg.code_temperature is not None:
+                temperature = cfg.code_temperature
+        elif self.in_code:
+            stop = [fmt.answer_close]  # notool: read on until an answer outside the code
         else:
-            stop = [ANSWER_CLOSE]
+            stop = [fmt.answer_close]
             if self.spec.tools:
                 split_code = cfg.code_temperature is not None
-                stop.append(self.fmt.call_open if split_code else self.fmt.call_close)
-            temperature = cfg.temperature
-        seed = None if self.spec.seed is None else self.spec.seed + self.turns
+                stop.append(fmt.call_open if split_code else fmt.call_close)
         sampling = SamplingParams(
-            temperature=float(temperature or 0.0),
+            temperature=float(temperature),
             top_p=cfg.top_p,
             top_k=cfg.top_k,
             max_new_tokens=max(1, min(cfg.max_new_tokens_per_turn, remaining)),
             stop=stop,
-            seed=seed,
+            seed=self._request_seed(),
         )
+        self.requests += 1
         continuing = self.messages[-1]["role"] == "assistant"
         return GenerationRequest(
             messages=self.messages,
@@ -125,31 +147,43 @@ class Episode:
             continue_final_message=continuing,
         )
 
+    def _request_seed(self) -> int | None:
+        """Seed of request n, from (spec.seed, n) only: no batch or order enters it."""
+        if self.spec.seed is None:
+            return None
+        return (self.spec.seed * _SEED_STRIDE + self.requests) % 2**31
+
     def absorb(self, result: GenerationResult) -> None:
         """Append what the engine generated and decide what happens next."""
         if result.finish_reason == "error":
             self._finish("engine_error", error=result.error or "engine error")
             return
+        if not result.text and not result.token_ids:
+            self._finish("stop")  # nothing generated: going on would ask the same again
+            return
         if not self.in_code:
             self.turns += 1
         self.new_tokens += len(result.token_ids) if result.token_ids else len(result.text) // 4
         self._append_generated(result)
-        self.turn_text += result.text
+        self.generated += result.text
         self._route(result)
 
     def _route(self, result: GenerationResult) -> None:
-        """After a generation: answer, start a code segment, queue a tool call, or stop."""
+        """After a generation: continue a call, answer, queue a tool call, or stop."""
         if self.done:
             return
         fmt, cfg = self.fmt, self.config
-        if extract_answer_span(self.turn_text) is not None:
-            self._finish("answer")
-        elif self.spec.tools and not self.in_code and result.stop_reason == fmt.call_open:
-            self.in_code = True  # the code follows in its own request, at code_temperature
-            if self.new_tokens >= cfg.max_total_new_tokens:
+        self.in_code = fmt.in_open_call(self.generated)
+        if self.in_code:
+            if result.finish_reason == "length" or self.new_tokens >= cfg.max_total_new_tokens:
                 self._finish("max_tokens")
+            elif result.stop_reason is None:
+                self._finish("stop")  # end of sequence inside a call
+            # else a stop string inside the call (an answer tag, or the open tag when code has
+            # its own temperature): the code goes on in the next request
+        elif fmt.answered(self.generated):
+            self._finish("answer")
         elif self.spec.tools and result.stop_reason == fmt.call_close:
-            self.in_code = False
             if self.trajectory.num_tool_calls >= cfg.max_tool_calls:
                 self._finish("max_tool_calls")
             elif self.turns >= cfg.max_turns:
@@ -157,7 +191,7 @@ class Episode:
             elif self.new_tokens >= cfg.max_total_new_tokens:
                 self._finish("max_tokens")
             else:
-                self.pending_code = self.turn_text[max(0, self.turn_text.rfind(fmt.call_open)) :]
+                self.pending_call = fmt.calls(self.generated)[-1]
         elif result.finish_reason == "length":
             self._finish("max_tokens")
         else:
@@ -165,7 +199,7 @@ class Episode:
 
     def _append_generated(self, result: GenerationResult) -> None:
         ids = list(result.token_ids)
-        kind = "code" if self.in_code else "text"
+        kind = "code" if self.in_code and self.spec.tools else "text"
         if self.tokenizer is not None and not ids and result.text:
             # A tokenizer-backed episode must never guess ids: an engine that returned text only
             # would break token-in/token-out, so we stop here with a clear reason.
@@ -203,7 +237,8 @@ class Episode:
             return [("text", text, ids)]
         if not ids:
             cut_at = at + len(self.fmt.call_open)
-            return [("text", text[:cut_at], []), ("code", text[cut_at:], [])]
+            pieces = [("text", text[:cut_at], [])]
+            return [*pieces, ("code", text[cut_at:], [])] if text[cut_at:] else pieces
         lo, hi = 1, len(ids)
         while lo < hi:
             mid = (lo + hi) // 2
@@ -228,24 +263,21 @@ class Episode:
     # --------------------------------------------------------------- observe
     def observe(self, call: ToolCall, images: list[Image.Image]) -> None:
         """Append a tool call's result as an observation segment; the model reads it next."""
-        self.pending_code = None
+        self.pending_call = None
         call.images = [self._image_key(im) for im in images]
         self.trajectory.tool_calls.append(call)
-        body = observation_body(call)
         if self.tokenizer is None:
             placeholder = TEXT_IMAGE_PLACEHOLDER
         else:
             placeholder = self.tokenizer.image_placeholder
-        text = self.fmt.observation_prefix + body + placeholder * len(images)
-        text += self.fmt.observation_suffix
+        text = self.fmt.observation_text(call, placeholder * len(images))
         ids = self.tokenizer.encode(text, images) if self.tokenizer is not None else []
         self.trajectory.segments.append(
             Segment(role="observation", text=text, token_ids=ids, images=list(call.images))
         )
         self.ids.extend(ids)
         self.images.extend(images)
-        self._append_observation_message(body, images)
-        self.turn_text = "" if not self.fmt.observation_in_assistant_turn else self.turn_text
+        self._append_observation_message(call, images)
         if call.executed:
             self.trajectory.evidence.append(
                 EvidenceState(
@@ -257,38 +289,29 @@ class Episode:
                 )
             )
 
-    def _append_observation_message(self, body: str, images: list[Image.Image]) -> None:
-        image_parts = [{"type": "image", "image": im} for im in images]
+    def _append_observation_message(self, call: ToolCall, images: list[Image.Image]) -> None:
+        parts = self.fmt.observation_parts(call, images)
         if self.fmt.observation_in_assistant_turn:
-            self.messages[-1]["content"].extend(
-                [
-                    {"type": "text", "text": self.fmt.observation_prefix + body},
-                    *image_parts,
-                    {"type": "text", "text": self.fmt.observation_suffix},
-                ]
-            )
+            last = self.messages[-1]
+            self.messages[-1] = {**last, "content": [*last["content"], *parts]}
             return
-        wrapped = [
-            {"type": "text", "text": "<tool_response>\n" + body},
-            *image_parts,
-            {"type": "text", "text": "\n</tool_response>"},
-        ]
-        self.messages.append({"role": self.fmt.observation_role, "content": wrapped})
+        self.messages = [*self.messages, {"role": self.fmt.observation_role, "content": parts}]
 
     # ----------------------------------------------------------------- finish
     def _finish(self, reason: FinishReason, error: str | None = None) -> None:
         if self.done:
             return
         self.done = True
-        self.pending_code = None
+        self.pending_call = None
         traj = self.trajectory
         traj.finish_reason = reason
         traj.error = error
-        traj.final_answer = extract_answer_span(traj.response_text)
+        span = self.fmt.answer_span(self.generated)
+        traj.final_answer = None if span is None else span.strip()
         if not self.spec.tools:
             # notool: code the model wrote anyway is recorded as attempted, never executed
             traj.tool_calls = [
-                ToolCall(code=c, executed=False) for c in find_calls(traj.response_text, self.fmt)
+                ToolCall(code=c, executed=False) for c in self.fmt.calls(self.generated)
             ]
 
     def fail(self, reason: FinishReason, error: str) -> None:
@@ -297,18 +320,6 @@ class Episode:
 
     def _image_key(self, image: Image.Image) -> str:
         return self.store.put(image) if self.store is not None else image_key(image)
-
-
-def observation_body(call: ToolCall) -> str:
-    """The text the model reads back: stdout, then the error (or why the call was stopped)."""
-    parts = []
-    if call.stdout.strip():
-        parts.append(call.stdout.rstrip())
-    if call.error:
-        parts.append(f"Error: {call.error}")
-    if not parts and not call.images:
-        parts.append("(no output)")
-    return "\n".join(parts)
 
 
 def _messages_text(messages: list[Message]) -> str:

@@ -1,8 +1,18 @@
-"""Agent protocols as data: how tools are described, how a call is written and parsed, and how
-a sandbox result is shown back to the model.
+"""Agent protocols as data, and the one owner of each protocol's text.
 
-A `Format` is a frozen dataclass of strings and two small functions, chosen by name from
-`FORMATS`. Adding a format is one small block here (or `register_format` from user code).
+A `Format` says how tools are described, how a call is written and parsed, how a sandbox result
+is shown back to the model, and where the answer is. Everything that reads or writes those tags
+goes through its methods: the episode (`beacon.agent.episode`) and the answer extractor
+(`beacon.verify.extract`) alike, so the two can never disagree about what the model answered.
+
+Rules every format follows (the two bugs of issue 7 §1 were breaches of them):
+
+- The answer is read from the model's own generated text only, never from an observation (code
+  that prints `<answer>A</answer>` has not answered), and never from inside a call (an answer tag
+  inside the code is code, and does not end the episode before the code runs).
+- A text that ends inside an open call (`<code>` without its `</code>`) is still writing code.
+
+Formats, chosen by name from `FORMATS` (`register_format` adds one from user code):
 
 - `thyme` (default): Thyme's protocol, so Thyme SFT data and checkpoints work unchanged. The model
   writes <code>```python ...```</code>; the observation is appended inside the same assistant
@@ -18,6 +28,10 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+from beacon.types import ToolCall
 
 ANSWER_OPEN, ANSWER_CLOSE = "<answer>", "</answer>"
 
@@ -34,9 +48,9 @@ class ParsedCall:
 class Format:
     """One tool-use protocol.
 
-    `observation_prefix`/`observation_suffix` wrap the observation body; when
-    `observation_in_assistant_turn` is False the observation is a new user turn and the model
-    answers in a fresh assistant turn (the suffix opens it).
+    An observation reads `observation_open + body + images + observation_close`. When
+    `observation_in_assistant_turn` is False it is a new `observation_role` turn: `turn_close`
+    ends the assistant turn before it and `turn_reopen` opens the next assistant turn after it.
     """
 
     name: str
@@ -44,10 +58,99 @@ class Format:
     call_open: str
     call_close: str
     parse_call: Callable[[str], ParsedCall]  # the text of one call, from call_open to call_close
-    observation_prefix: str
-    observation_suffix: str
+    observation_open: str
+    observation_close: str
     observation_in_assistant_turn: bool
+    turn_close: str = ""
+    turn_reopen: str = ""
     observation_role: str = "user"  # the chat role of a separate observation turn
+    answer_open: str = ANSWER_OPEN
+    answer_close: str = ANSWER_CLOSE
+
+    # ------------------------------------------------------------------ calls
+    def calls(self, text: str) -> list[str]:
+        """Every complete call (open tag to close tag) in `text`, in order."""
+        return self._call_pattern.findall(text)
+
+    def in_open_call(self, text: str) -> bool:
+        """True when `text` ends inside a call: its last open tag has no close tag after it."""
+        return text.rfind(self.call_open) > text.rfind(self.call_close)
+
+    def without_calls(self, text: str) -> str:
+        """`text` with every call removed (an unclosed call runs to the end of the text)."""
+        return self._open_call_pattern.sub("\n", text)
+
+    def without_observations(self, text: str) -> str:
+        """`text` with every observation removed (an unclosed one runs to the end)."""
+        return self._observation_pattern.sub("\n", text)
+
+    # ----------------------------------------------------------------- answer
+    def answer_span(self, text: str) -> str | None:
+        """The raw text of the last answer tag outside calls, or None when there is none.
+
+        `text` must be the model's own words (observations left out). A closing tag missing at
+        the very end is tolerated (the model ran out of tokens inside its answer), so the
+        episode's `final_answer` and the verifier's prediction read the same span.
+        """
+        outside = self.without_calls(text)
+        start = outside.rfind(self.answer_open)
+        if start < 0:
+            return None
+        body = outside[start + len(self.answer_open) :]
+        end = body.find(self.answer_close)
+        return body if end < 0 else body[:end]
+
+    def answered(self, text: str) -> bool:
+        """True when the model's text holds a closed answer tag outside every call."""
+        outside = self.without_calls(text)
+        start = outside.rfind(self.answer_open)
+        return start >= 0 and self.answer_close in outside[start:]
+
+    # ----------------------------------------------------------- observations
+    def observation_text(self, call: ToolCall, image_placeholders: str) -> str:
+        """The observation as the model's tokens read it (turn markers included)."""
+        text = self.observation_open + observation_body(call) + image_placeholders
+        text += self.observation_close
+        if self.observation_in_assistant_turn:
+            return text
+        return self.turn_close + text + self.turn_reopen
+
+    def observation_parts(self, call: ToolCall, images: list[Any]) -> list[dict[str, Any]]:
+        """The observation as chat content parts (for engines that take messages)."""
+        return [
+            {"type": "text", "text": self.observation_open + observation_body(call)},
+            *({"type": "image", "image": im} for im in images),
+            {"type": "text", "text": self.observation_close},
+        ]
+
+    # --------------------------------------------------------------- patterns
+    @cached_property
+    def _call_pattern(self) -> re.Pattern[str]:
+        return re.compile(re.escape(self.call_open) + r".*?" + re.escape(self.call_close), re.S)
+
+    @cached_property
+    def _open_call_pattern(self) -> re.Pattern[str]:
+        close = re.escape(self.call_close)
+        return re.compile(re.escape(self.call_open) + rf".*?(?:{close}|\Z)", re.S)
+
+    @cached_property
+    def _observation_pattern(self) -> re.Pattern[str]:
+        tag_open, tag_close = self.observation_open.strip(), self.observation_close.strip()
+        return re.compile(re.escape(tag_open) + rf".*?(?:{re.escape(tag_close)}|\Z)", re.S)
+
+
+def observation_body(call: ToolCall) -> str:
+    """What the model reads back: stdout, the error (or why the call was stopped), then the
+    sandbox's notes (e.g. images dropped over the cap), which change what the model can see."""
+    parts = []
+    if call.stdout.strip():
+        parts.append(call.stdout.rstrip())
+    if call.error:
+        parts.append(f"Error: {call.error}")
+    parts.extend(f"Note: {note}" for note in call.notes)
+    if not parts and not call.images:
+        parts.append("(no output)")
+    return "\n".join(parts)
 
 
 def _parse_fenced_code(text: str) -> ParsedCall:
@@ -105,8 +208,8 @@ THYME = Format(
     call_open="<code>",
     call_close="</code>",
     parse_call=_parse_fenced_code,
-    observation_prefix="<sandbox_output>",
-    observation_suffix="</sandbox_output>",
+    observation_open="<sandbox_output>",
+    observation_close="</sandbox_output>",
     observation_in_assistant_turn=True,
 )
 
@@ -120,9 +223,11 @@ TOOL_CALL = Format(
     call_open="<tool_call>",
     call_close="</tool_call>",
     parse_call=_parse_json_call,
-    observation_prefix="<|im_end|>\n<|im_start|>user\n<tool_response>\n",
-    observation_suffix="\n</tool_response><|im_end|>\n<|im_start|>assistant\n",
+    observation_open="<tool_response>\n",
+    observation_close="\n</tool_response>",
     observation_in_assistant_turn=False,
+    turn_close="<|im_end|>\n<|im_start|>user\n",
+    turn_reopen="<|im_end|>\n<|im_start|>assistant\n",
 )
 
 FORMATS: dict[str, Format] = {f.name: f for f in (THYME, TOOL_CALL)}
@@ -140,15 +245,3 @@ def get_format(name: str) -> Format:
             "(--set agent.format=thyme)"
         )
     return FORMATS[name]
-
-
-def find_calls(text: str, fmt: Format) -> list[str]:
-    """Every complete call (open tag to close tag) in `text`, in order."""
-    pattern = re.escape(fmt.call_open) + r".*?" + re.escape(fmt.call_close)
-    return re.findall(pattern, text, re.S)
-
-
-def extract_answer_span(text: str) -> str | None:
-    """The text inside the last <answer>...</answer>, or None when no answer was closed."""
-    spans = re.findall(re.escape(ANSWER_OPEN) + r"(.*?)" + re.escape(ANSWER_CLOSE), text, re.S)
-    return spans[-1].strip() if spans else None

@@ -3,26 +3,38 @@
 Evaluation, expert data, GRPO rollouts and ReVuE rollouts all run episodes through `AgentLoop`,
 so formats and tool behaviour cannot drift between training and evaluation.
 
-The loop is batched and continuous: up to `max_active` episodes advance together; each step
-sends one batch to the engine (which batches or runs requests concurrently), then runs every
-pending tool call concurrently in the sandbox, and refills finished slots from the input stream.
-A broken image, a sandbox failure or an engine error ends that episode with a recorded reason;
-it never stops the others.
+Every episode is its own asyncio task (`run_episode`): against a server, an episode's next turn
+is requested as soon as its tool call returns, never after the slowest episode of a batch.
+Engines with an `agenerate` coroutine (`openai`, `hf`) are awaited directly; the `hf` engine's
+batching queue still runs whatever requests are pending as one batch, so in-process batching
+stays. Any other engine's blocking `generate` is put behind a `BatchingQueue` here. Blocking work
+(image loading, sandbox sessions and calls, tokenizing observations) runs in a thread pool, off
+the event loop, so other episodes keep generating meanwhile.
+
+`astream` keeps up to `max_active` episodes in flight and yields them as they finish; `stream`
+and `run` are its synchronous wrappers (the event loop runs in a helper thread). A broken image,
+a sandbox failure or an engine error ends that episode with a recorded reason; it never stops
+the others.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
+import queue
+import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from beacon.agent.config import AgentConfig
-from beacon.agent.episode import Episode, EpisodeSpec
+from beacon.agent.episode import EpisodeSpec, EpisodeState
 from beacon.agent.formats import get_format
 from beacon.agent.prompts import first_turn
-from beacon.engines.base import Engine, GenerationResult
+from beacon.engines.base import Engine, GenerationRequest, GenerationResult
+from beacon.engines.batching import BatchingQueue
 from beacon.images import ImageError, ImageStore, load_image
 from beacon.types import ToolCall, Trajectory
 
@@ -30,6 +42,9 @@ if TYPE_CHECKING:
     from beacon.sandbox import Sandbox
 
 logger = logging.getLogger(__name__)
+
+AsyncGenerate = Callable[[Sequence[GenerationRequest]], Awaitable[list[GenerationResult]]]
+_FALLBACK_BATCH = 256  # batch limit for engines without `batch_size` or `agenerate`
 
 
 class AgentLoop:
@@ -49,9 +64,13 @@ class AgentLoop:
         self.format = get_format(self.config.format)
         self.store = store
         self._pool = ThreadPoolExecutor(max_workers=tool_threads, thread_name_prefix="beacon-tool")
+        self._queue: BatchingQueue | None = None
+        self._agenerate: AsyncGenerate = getattr(engine, "agenerate", None) or self._queued
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
+        if self._queue is not None:
+            self._queue.close()
 
     def __enter__(self) -> AgentLoop:
         return self
@@ -59,6 +78,7 @@ class AgentLoop:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    # ------------------------------------------------------------- sync API
     def run(self, specs: Sequence[EpisodeSpec], max_active: int = 32) -> list[Trajectory]:
         """Trajectories in the order of `specs`."""
         done = {id(spec): traj for spec, traj in self.stream(specs, max_active=max_active)}
@@ -67,44 +87,109 @@ class AgentLoop:
     def stream(
         self, specs: Iterable[EpisodeSpec], max_active: int = 32
     ) -> Iterator[tuple[EpisodeSpec, Trajectory]]:
-        """Yield (spec, trajectory) as episodes finish, keeping up to `max_active` in flight."""
-        pending = iter(specs)
-        active: list[tuple[Episode, float, object]] = []
-        exhausted = False
-        while True:
-            while not exhausted and len(active) < max_active:
-                spec = next(pending, None)
-                if spec is None:
-                    exhausted = True
-                else:
-                    active.append(self._start(spec))
-            still = []
-            for entry in active:
-                if entry[0].done:
-                    yield entry[0].spec, self._finalize(*entry)
-                else:
-                    still.append(entry)
-            active = still
-            if not active:
-                if exhausted:
-                    return
-                continue
-            self._step([episode for episode, _, _ in active], {id(e): s for e, _, s in active})
+        """Yield (spec, trajectory) as episodes finish, keeping up to `max_active` in flight.
 
-    # ------------------------------------------------------------------ steps
-    def _start(self, spec: EpisodeSpec) -> tuple[Episode, float, object]:
-        t0 = time.monotonic()
-        episode = Episode(spec, self.format, self.config, self.engine.tokenizer, self.store)
+        A thin wrapper over `astream`, whose event loop runs in a helper thread; `specs` is
+        consumed from that thread. Closing the iterator early cancels the running episodes.
+        """
+        handoff: queue.Queue[Any] = queue.Queue()
+        loop = asyncio.new_event_loop()
+
+        async def produce() -> None:
+            async for pair in self.astream(specs, max_active=max_active):
+                handoff.put(pair)
+
+        task = loop.create_task(produce())
+        thread = threading.Thread(
+            target=_drive, args=(loop, task, handoff), name="beacon-agent-loop", daemon=True
+        )
+        thread.start()
         try:
-            images = [load_image(source) for source in spec.sample.images]
-        except ImageError as exc:
-            episode.fail("input_error", f"image error: {exc}")
-            return episode, t0, None
+            while (item := handoff.get()) is not _END:
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            if thread.is_alive():
+                with contextlib.suppress(RuntimeError):  # the loop finished meanwhile
+                    loop.call_soon_threadsafe(task.cancel)
+            thread.join()
+
+    # ------------------------------------------------------------ async API
+    async def astream(
+        self, specs: Iterable[EpisodeSpec], max_active: int = 32
+    ) -> AsyncIterator[tuple[EpisodeSpec, Trajectory]]:
+        """Yield (spec, trajectory) as episodes finish, each episode its own task."""
+        if max_active < 1:
+            raise ValueError(f"max_active={max_active} must be at least 1 (eval: concurrency)")
+        pending = iter(specs)
+        running: set[asyncio.Task] = set()
+        try:
+            while True:
+                while len(running) < max_active and (spec := next(pending, None)) is not None:
+                    running.add(asyncio.create_task(self._paired(spec)))
+                if not running:
+                    return
+                finished, running = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+                for task in finished:
+                    yield task.result()
+        finally:
+            for task in running:
+                task.cancel()
+            if running:
+                await asyncio.gather(*running, return_exceptions=True)
+
+    async def run_episode(self, spec: EpisodeSpec) -> Trajectory:
+        """Run one episode to its end and return its trajectory."""
         if spec.tools and self.sandbox is None:
             raise ValueError(
                 f"mode {spec.mode!r} runs code but the AgentLoop has no sandbox; pass "
                 "Sandbox() or use mode='notool'"
             )
+        start = time.monotonic()
+        state, session = await self._blocking(self._open, spec)
+        try:
+            while not state.done:
+                state.absorb(await self._generate(state.request()))
+                if state.pending_call is not None:
+                    await self._blocking(self._execute, state, session)
+        finally:
+            if session is not None:
+                await self._blocking(_close_session, session)
+        state.trajectory.wall_time_s = time.monotonic() - start
+        return state.trajectory
+
+    # ---------------------------------------------------------------- steps
+    async def _paired(self, spec: EpisodeSpec) -> tuple[EpisodeSpec, Trajectory]:
+        return spec, await self.run_episode(spec)
+
+    async def _blocking(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+
+    async def _queued(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
+        """`generate` of an engine without `agenerate`, batched across episodes."""
+        if self._queue is None:
+            batch = getattr(self.engine, "batch_size", _FALLBACK_BATCH)
+            self._queue = BatchingQueue(self.engine.generate, batch, name="agent-batcher")
+        return await self._queue.agenerate(requests)
+
+    async def _generate(self, request: GenerationRequest) -> GenerationResult:
+        try:
+            (result,) = await self._agenerate([request])
+        except Exception as exc:  # engines should not raise; if one does, fail this episode
+            logger.exception("engine raised on a request")
+            error = f"{type(exc).__name__}: {exc}"
+            return GenerationResult(text="", finish_reason="error", error=error)
+        return result
+
+    def _open(self, spec: EpisodeSpec) -> tuple[EpisodeState, Any]:
+        """Load the images, open the sandbox session and record the prompt (in a thread)."""
+        state = EpisodeState(spec, self.format, self.config, self.engine.tokenizer, self.store)
+        try:
+            images = [load_image(source) for source in spec.sample.images]
+        except ImageError as exc:
+            state.fail("input_error", f"image error: {exc}")
+            return state, None
         session, paths = None, []
         if spec.tools:
             try:
@@ -112,48 +197,31 @@ class AgentLoop:
                 paths = list(session.image_paths)
             except Exception as exc:  # a sandbox that cannot start fails this episode only
                 logger.warning("sandbox session failed for %s: %s", spec.sample.id, exc)
-                episode.fail("sandbox_error", f"sandbox session failed: {exc}")
-                return episode, t0, None
+                state.fail("sandbox_error", f"sandbox session failed: {exc}")
+                return state, None
         question = spec.question or spec.sample.question
         fmt, tools = self.format, spec.tools
-        episode.start(
+        state.start(
             first_turn(question, images, fmt=fmt, tools=tools, image_paths=paths, hint=spec.hint),
             images,
         )
         if spec.mode == "hinted":
             original = first_turn(question, images, fmt=fmt, tools=True, image_paths=paths)
-            episode.record_original_prompt(original, images)
-        return episode, t0, session
+            state.record_original_prompt(original, images)
+        return state, session
 
-    def _step(self, episodes: list[Episode], sessions: dict[int, object]) -> None:
-        requests = [episode.request() for episode in episodes]
-        try:
-            results = self.engine.generate(requests)
-        except Exception as exc:  # engines should not raise; if one does, fail this batch only
-            logger.exception("engine raised on a batch of %d requests", len(requests))
-            results = [
-                GenerationResult(
-                    text="", finish_reason="error", error=f"{type(exc).__name__}: {exc}"
-                )
-                for _ in requests
-            ]
-        for episode, result in zip(episodes, results, strict=True):
-            episode.absorb(result)
-        calls = [e for e in episodes if e.pending_code is not None]
-        list(self._pool.map(lambda e: self._execute(e, sessions[id(e)]), calls))
-
-    def _execute(self, episode: Episode, session: object) -> None:
-        parsed = self.format.parse_call(episode.pending_code)
+    def _execute(self, state: EpisodeState, session: Any) -> None:
+        """Run the pending call in the sandbox and append what it reported (in a thread)."""
+        written = state.pending_call
+        parsed = self.format.parse_call(written)
         if parsed.code is None:
-            episode.observe(
-                ToolCall(code=episode.pending_code, executed=False, error=parsed.error), []
-            )
+            state.observe(ToolCall(code=written, executed=False, error=parsed.error), [])
             return
         try:
             result = session.run(parsed.code)
         except Exception as exc:  # the sandbox itself failed, not the model's code
-            logger.warning("sandbox failed for %s: %s", episode.spec.sample.id, exc)
-            episode.fail("sandbox_error", f"sandbox failed: {type(exc).__name__}: {exc}")
+            logger.warning("sandbox failed for %s: %s", state.spec.sample.id, exc)
+            state.fail("sandbox_error", f"sandbox failed: {type(exc).__name__}: {exc}")
             return
         call = ToolCall(
             code=parsed.code,
@@ -163,15 +231,33 @@ class AgentLoop:
             timed_out=result.timed_out,
             stdout=result.stdout,
             elapsed_s=result.elapsed_s,
+            executed_code=result.code or parsed.code,
+            repairs=list(result.repairs),
+            notes=list(result.notes),
         )
-        episode.observe(call, list(result.images))
+        state.observe(call, list(result.images))
 
-    def _finalize(self, episode: Episode, t0: float, session: object) -> Trajectory:
-        if session is not None:
-            try:
-                session.close()
-            except Exception:  # closing is best effort; the trajectory is already complete
-                logger.debug("closing a sandbox session failed", exc_info=True)
-        trajectory = episode.trajectory
-        trajectory.wall_time_s = time.monotonic() - t0
-        return trajectory
+
+_END = object()
+
+
+def _drive(loop: asyncio.AbstractEventLoop, task: asyncio.Task, handoff: queue.Queue) -> None:
+    """Run `task` to its end on `loop` (in a helper thread); errors go to the consumer."""
+    asyncio.set_event_loop(loop)
+    try:
+        loop.run_until_complete(task)
+    except BaseException as exc:  # handed to the consumer, which re-raises it
+        handoff.put(exc)
+    finally:
+        try:
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            loop.close()
+            handoff.put(_END)
+
+
+def _close_session(session: Any) -> None:
+    try:
+        session.close()
+    except Exception:  # closing is best effort; the trajectory is already complete
+        logger.debug("closing a sandbox session failed", exc_info=True)

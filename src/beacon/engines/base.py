@@ -6,6 +6,11 @@ their log-probs. Engines that run the model locally (`hf`, `vllm`) also accept t
 ids of the context (`GenerationRequest.prompt_ids`): the agent loop passes them so that a
 trajectory's tokens are never re-tokenized between turns (token-in, token-out).
 
+Engines may also offer `async agenerate(requests)`, the same contract for asyncio callers: the
+agent loop runs every episode as its own task and awaits it (`hf` batches whatever requests are
+pending; `openai` keeps one HTTP client for its life). Engines without it are wrapped in a
+`beacon.engines.batching.BatchingQueue`.
+
 `ChatTokenizer` renders chats to text and text (with image placeholders) to token ids with the
 model's own processor, so the agent loop can build prompt and observation segments locally.
 """
@@ -32,8 +37,17 @@ class SamplingParams:
     top_k: int = 0  # 0 disables top-k
     max_new_tokens: int = 512
     stop: list[str] = field(default_factory=list)  # generation ends after any of these strings
-    seed: int | None = None
+    seed: int | None = None  # the request's own random stream (the hf engine: one generator)
     logprobs: bool = True  # return the log-prob of each generated token
+    top_logprobs: int = 0  # also return the k most likely tokens at each position
+
+
+@dataclass(frozen=True)
+class TopLogprob:
+    """One alternative at a generated position: a token and its raw log-prob."""
+
+    token_id: int
+    logprob: float
 
 
 @dataclass
@@ -66,6 +80,7 @@ class GenerationResult:
     text: str
     token_ids: list[int] = field(default_factory=list)
     logprobs: list[float] | None = None
+    top_logprobs: list[list[TopLogprob]] | None = None  # per position, most likely first
     finish_reason: Literal["stop", "length", "error"] = "stop"
     stop_reason: str | None = None  # the stop string matched, or None for end-of-sequence
     prompt_ids: list[int] | None = None  # the context ids as the engine saw them, if known

@@ -1,16 +1,26 @@
 """The `hf` engine: transformers `generate` over any `AutoModelForImageTextToText`, CPU or GPU.
 
-Requests are grouped by sampling distribution and run in left-padded batches of `batch_size`;
-stop strings, max_new_tokens and seeds may differ within a batch (each row stops on its own; the
-batch is seeded with its first request's seed, so identical calls give identical results).
-A request with `prompt_ids` (+ `images` in placeholder order) is run on exactly those ids;
-otherwise its `messages` are rendered with the checkpoint's chat template and tokenized.
+Requests run in left-padded batches of `batch_size`; every sampling setting may differ within a
+batch (each row stops on its own and is sampled on its own). A request with `prompt_ids` (+
+`images` in placeholder order) is run on exactly those ids; otherwise its `messages` are rendered
+with the checkpoint's chat template and tokenized. `agenerate` puts requests on a batching queue
+(`beacon.engines.batching`): whatever is pending when the model is free runs as one batch, so
+many independent episodes still share batches.
+
+Sampling is per request: transformers runs greedy over logits that `_RowSampler` has already
+sampled, row by row, with the request's temperature, top-k, top-p and its own `torch.Generator`
+seeded from `SamplingParams.seed`. So a seeded request samples the same tokens whatever else is in
+its batch (at any concurrency), which one-seed-per-batch cannot give. (Batched and single-row
+forward passes may differ in the last float bits; a draw can flip only when it falls that close
+to a boundary between two tokens' probability mass.)
 
 Log-probs: `GenerationResult.logprobs[t]` is log softmax of the model's *raw* logits (temperature
 1, no top-p/top-k, before any custom logits processor) at the sampled token. That is the policy's
 own probability, which is what importance ratios and KL terms need; it is the same quantity vLLM
 returns with its default `logprobs_mode="raw_logprobs"`. Forced tokens (see `ScriptedTokens`)
-therefore get the model's log-prob of the forced token, however small.
+therefore get the model's log-prob of the forced token, however small. With
+`SamplingParams.top_logprobs = k`, `GenerationResult.top_logprobs[t]` lists the k most likely
+tokens of the same raw distribution (what a served teacher gives for distillation).
 
 Vision tokens (image/video pads and their brackets) are never sampled: only the processor
 writes them, and a generated one would break the next turn.
@@ -27,8 +37,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,7 +53,8 @@ from transformers import (
     StoppingCriteriaList,
 )
 
-from beacon.engines.base import GenerationRequest, GenerationResult, SamplingParams
+from beacon.engines.base import GenerationRequest, GenerationResult, SamplingParams, TopLogprob
+from beacon.engines.batching import BatchingQueue
 from beacon.engines.tokenizer import HFTokenizer
 
 logger = logging.getLogger(__name__)
@@ -74,6 +84,7 @@ class HFEngine:
         dtype: str | torch.dtype = "auto",
         batch_size: int = 8,
         logits_processors: Sequence[LogitsProcessorLike] | None = None,
+        batch_wait_s: float = 0.002,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size={batch_size} must be at least 1")
@@ -84,6 +95,19 @@ class HFEngine:
         self.tokenizer = HFTokenizer.from_pretrained(model_path)
         self.model = _load_model(self.model_path, self.device, dtype)
         self._lock = threading.Lock()
+        self._batch_wait_s = batch_wait_s
+        self._queue: BatchingQueue | None = None
+
+    async def agenerate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
+        """`generate` for asyncio callers: requests join the batching queue, and whatever is
+        pending when the model is free runs as one batch (up to `batch_size`)."""
+        if self._queue is None:
+            with self._lock:
+                if self._queue is None:
+                    self._queue = BatchingQueue(
+                        self.generate, self.batch_size, self._batch_wait_s, name="hf-batcher"
+                    )
+        return await self._queue.agenerate(requests)
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
         """Results in request order; a failing request gives finish_reason="error"."""
@@ -124,6 +148,8 @@ class HFEngine:
         return self.update_weights(state_dict.items())
 
     def close(self) -> None:
+        if self._queue is not None:
+            self._queue.close()
         self.model = None
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
@@ -160,35 +186,39 @@ class HFEngine:
             return [self._run_isolated([item])[0] for item in batch]
 
     def _run_batch(self, batch: list[_Prepared]) -> list[GenerationResult]:
-        sampling = batch[0].sampling
+        rows = [b.sampling for b in batch]
         inputs = self._model_inputs(batch)
         prompt_len = inputs["input_ids"].shape[1]
-        recorder = _SampledTokenLogProbs() if sampling.logprobs else None
-        processors = [recorder] if recorder is not None else []
+        recorder = None
+        if any(r.logprobs or r.top_logprobs for r in rows):
+            recorder = _SampledTokenLogProbs(max(r.top_logprobs for r in rows))
+        processors: list[LogitsProcessorLike] = [recorder] if recorder is not None else []
         if self.tokenizer.vision_token_ids:  # after the recorder: log-probs stay the raw ones
             processors.append(_Suppress(self.tokenizer.vision_token_ids))
-        stops = _StopStrings(self.tokenizer, [b.sampling for b in batch], prompt_len)
-        longest = max(b.sampling.max_new_tokens for b in batch)
-        with torch.no_grad(), _seeded(sampling.seed, self.device):
+        sampler = _RowSampler(rows, self.device)
+        stops = _StopStrings(self.tokenizer, rows, prompt_len)
+        longest = max(r.max_new_tokens for r in rows)
+        with torch.no_grad():
             out = self.model.generate(
                 **inputs,
-                generation_config=self._generation_config(sampling, longest),
-                logits_processor=LogitsProcessorList([*processors, *self.logits_processors]),
+                generation_config=self._generation_config(longest),
+                logits_processor=LogitsProcessorList(
+                    [*processors, *self.logits_processors, sampler]
+                ),
                 stopping_criteria=StoppingCriteriaList([stops]),
             )
         sequences = out if isinstance(out, torch.Tensor) else out.sequences
         generated = sequences[:, prompt_len:].tolist()
-        logprobs = recorder.finish(sequences).tolist() if recorder is not None else None
+        recorded = recorder.finish(sequences) if recorder is not None else None
         return [
-            self._result(row, generated[row], logprobs[row] if logprobs else None, stops, batch)
-            for row in range(len(batch))
+            self._result(row, generated[row], recorded, stops, batch) for row in range(len(batch))
         ]
 
     def _result(
         self,
         row: int,
         generated: list[int],
-        logprobs: list[float] | None,
+        recorded: _Recorded | None,
         stops: _StopStrings,
         batch: list[_Prepared],
     ) -> GenerationResult:
@@ -202,10 +232,17 @@ class HFEngine:
             end, finish = stops.matched[row][0], "stop"
             stop_reason = stops.matched[row][1]
         token_ids = generated[:end]
+        sampling = batch[row].sampling
+        logprobs = top = None
+        if recorded is not None and sampling.logprobs:
+            logprobs = [float(x) for x in recorded.logprobs[row, :end].tolist()]
+        if recorded is not None and sampling.top_logprobs:
+            top = recorded.top(row, end, sampling.top_logprobs)
         return GenerationResult(
             text=self.tokenizer.decode(token_ids),
             token_ids=token_ids,
-            logprobs=[float(x) for x in logprobs[:end]] if logprobs is not None else None,
+            logprobs=logprobs,
+            top_logprobs=top,
             finish_reason=finish,
             stop_reason=stop_reason,
             prompt_ids=batch[row].prompt_ids,
@@ -231,16 +268,13 @@ class HFEngine:
             inputs["pixel_values"] = inputs["pixel_values"].to(self.model.dtype)
         return {k: v.to(self.device) for k, v in inputs.items()}
 
-    def _generation_config(self, sampling: SamplingParams, max_new_tokens: int) -> Any:
-        """A config that sets every knob that shapes the distribution, so the checkpoint's
-        defaults (Qwen ships top_k=1, repetition_penalty=1.05) never leak into sampling."""
-        sample = sampling.temperature > 0
-        knobs = {"temperature": sampling.temperature, "top_p": sampling.top_p}
-        knobs["top_k"] = sampling.top_k
+    def _generation_config(self, max_new_tokens: int) -> Any:
+        """Greedy over what `_RowSampler` leaves (it samples each row itself), with every knob
+        that shapes the distribution set, so the checkpoint's defaults (Qwen ships top_k=1,
+        repetition_penalty=1.05) never leak into sampling."""
         return GenerationConfig(
             max_new_tokens=max_new_tokens,
-            do_sample=sample,
-            **(knobs if sample else {}),  # greedy ignores them; setting them only warns
+            do_sample=False,
             repetition_penalty=1.0,
             no_repeat_ngram_size=0,
             num_beams=1,
@@ -307,31 +341,117 @@ class _Suppress:
         return scores
 
 
+@dataclass
+class _Recorded:
+    """Raw log-probs of one batch: the sampled tokens' [batch, T] and, if asked, the top-k
+    alternatives' values and ids, [batch, T, k] each (k = the largest any row asked for)."""
+
+    logprobs: torch.Tensor
+    top_values: torch.Tensor | None
+    top_ids: torch.Tensor | None
+
+    def top(self, row: int, end: int, k: int) -> list[list[TopLogprob]]:
+        """The row's k most likely tokens at each of its first `end` positions."""
+        values = self.top_values[row, :end, :k].tolist()
+        ids = self.top_ids[row, :end, :k].tolist()
+        return [
+            [TopLogprob(int(i), float(v)) for i, v in zip(pos_ids, pos_values, strict=True)]
+            for pos_ids, pos_values in zip(ids, values, strict=True)
+        ]
+
+
 class _SampledTokenLogProbs:
-    """Records log softmax(raw logits)[sampled token] per step with O(batch x vocab) memory.
+    """Records log softmax(raw logits)[sampled token] per step with O(batch x vocab) memory,
+    and the top `top_k` log-probs of each step when `top_k > 0`.
 
     Called first among the logits processors, it sees the raw logits of step t and, at step
     t + 1, the token sampled at t (the last column of `input_ids`).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, top_k: int = 0) -> None:
+        self.top_k = top_k
         self._previous: torch.Tensor | None = None
         self._steps: list[torch.Tensor] = []
+        self._top: list[torch.return_types.topk] = []
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
         if self._previous is not None:
             self._steps.append(self._previous.gather(1, input_ids[:, -1:]).squeeze(1))
         self._previous = torch.log_softmax(scores.float(), dim=-1)
+        if self.top_k:
+            self._top.append(torch.topk(self._previous, self.top_k, dim=-1))
         return scores
 
-    def finish(self, sequences: torch.Tensor) -> torch.Tensor:
-        """[batch, generated] log-probs, once generation has ended."""
+    def finish(self, sequences: torch.Tensor) -> _Recorded:
+        """The recorded log-probs, once generation has ended."""
         if self._previous is not None:
             self._steps.append(self._previous.gather(1, sequences[:, -1:]).squeeze(1))
             self._previous = None
+        batch = sequences.shape[0]
         if not self._steps:
-            return torch.zeros((sequences.shape[0], 0))
-        return torch.stack(self._steps, dim=1).cpu()
+            logprobs = torch.zeros((batch, 0))
+        else:
+            logprobs = torch.stack(self._steps, dim=1).cpu()
+        if not self.top_k:
+            return _Recorded(logprobs, None, None)
+        if not self._top:
+            empty = torch.zeros((batch, 0, self.top_k))
+            return _Recorded(logprobs, empty, empty.long())
+        values = torch.stack([t.values for t in self._top], dim=1).cpu()
+        ids = torch.stack([t.indices for t in self._top], dim=1).cpu()
+        return _Recorded(logprobs, values, ids)
+
+
+class _RowSampler:
+    """Samples every row on its own: the row's temperature, top-k and top-p, and its own
+    `torch.Generator` seeded from the row's seed (an unseeded row draws its seed from torch's
+    global generator). Greedy rows (temperature 0) pass through to the greedy search.
+
+    Placed last among the logits processors, it turns a sampled row's scores into a one-hot
+    choice (0 at the drawn token, -inf elsewhere) that the greedy search then takes. The
+    warping order is transformers' own: temperature, then top-k, then top-p.
+    """
+
+    def __init__(self, rows: Sequence[SamplingParams], device: torch.device) -> None:
+        self.rows = list(rows)
+        self.generators = [
+            _row_generator(r.seed, device) if r.temperature > 0 else None for r in self.rows
+        ]
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        if all(g is None for g in self.generators):
+            return scores
+        out = scores.clone()
+        for row, (params, generator) in enumerate(zip(self.rows, self.generators, strict=True)):
+            if generator is None:
+                continue
+            probs = _sampling_probs(scores[row].float(), params)
+            token = torch.multinomial(probs, 1, generator=generator)
+            out[row] = float("-inf")
+            out[row, token] = 0.0
+        return out
+
+
+def _row_generator(seed: int | None, device: torch.device) -> torch.Generator:
+    if seed is None:
+        seed = int(torch.randint(0, 2**62, (1,)).item())
+    return torch.Generator(device=device).manual_seed(seed)
+
+
+def _sampling_probs(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
+    """softmax(logits / T) restricted to the top-k, then to the top-p nucleus (at least one
+    token kept), as transformers' Temperature/TopK/TopP warpers compute it. logits: [vocab]."""
+    logits = logits / params.temperature
+    if 0 < params.top_k < logits.shape[-1]:
+        kth = torch.topk(logits, params.top_k).values[-1]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if params.top_p < 1.0:
+        ordered, order = torch.sort(logits)
+        cumulative = ordered.softmax(dim=-1).cumsum(dim=-1)
+        drop = cumulative <= 1 - params.top_p
+        drop[-1] = False
+        logits = logits.masked_fill(drop.scatter(0, order, drop), float("-inf"))
+    return logits.softmax(dim=-1)
 
 
 class _StopStrings(StoppingCriteria):
@@ -364,35 +484,11 @@ class _StopStrings(StoppingCriteria):
         return done.to(input_ids.device)
 
 
-@contextmanager
-def _seeded(seed: int | None, device: torch.device) -> Iterator[None]:
-    """Seed torch's generator for one call; the global RNG state is restored afterwards."""
-    if seed is None:
-        yield
-        return
-    devices = [device.index or 0] if device.type == "cuda" else []
-    with torch.random.fork_rng(devices=devices):
-        torch.manual_seed(seed)
-        yield
-
-
 def _batches(items: list[_Prepared], size: int) -> Iterable[list[_Prepared]]:
-    """Chunks of at most `size` requests sharing the sampling distribution (stop strings and
-    max_new_tokens may differ: each row stops on its own).
-
-    Seeds do not split batches: callers give every episode its own seed (so a resumed run
-    samples what the first would have), and batches of one would cost most of the throughput.
-    A sampled batch is seeded with its first request's seed, so a call reproduces exactly when
-    the same requests come in the same order; greedy decoding ignores seeds anyway.
-    """
-    groups: dict[tuple, list[_Prepared]] = {}
-    for item in items:
-        s = item.sampling
-        key = (s.temperature, s.top_p, s.top_k, s.logprobs)
-        groups.setdefault(key, []).append(item)
-    for group in groups.values():
-        for start in range(0, len(group), size):
-            yield group[start : start + size]
+    """Chunks of at most `size` requests. Nothing about sampling splits a batch: each row is
+    sampled with its own settings and generator (`_RowSampler`) and stops on its own."""
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
 
 
 def _check_sampling(s: SamplingParams) -> None:
@@ -405,6 +501,8 @@ def _check_sampling(s: SamplingParams) -> None:
         problems.append(f"top_k={s.top_k} must be >= 0 (0 disables it)")
     if s.max_new_tokens < 1:
         problems.append(f"max_new_tokens={s.max_new_tokens} must be >= 1")
+    if s.top_logprobs < 0:
+        problems.append(f"top_logprobs={s.top_logprobs} must be >= 0")
     if problems:
         raise ValueError("bad sampling parameters: " + "; ".join(problems))
 

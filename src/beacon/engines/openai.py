@@ -1,8 +1,13 @@
 """The `openai` engine: any OpenAI-compatible chat endpoint (vLLM serve, SGLang, `beacon serve`,
 hosted APIs), many requests at once.
 
-- asyncio + httpx with at most `concurrency` requests in flight; images go as base64 PNG data
-  URLs inside the messages.
+- One `httpx.AsyncClient` for the engine's life, on the engine's own event loop thread, with at
+  most `concurrency` requests in flight. `agenerate` (asyncio callers on any loop, e.g. the agent
+  loop's episode tasks) and `generate` (blocking, any thread) both submit to it, so connections
+  are reused across turns and episodes. `close()` closes the client.
+- Images go as base64 PNG data URLs inside the messages. Each image is encoded once and the URL
+  cached for as long as the image lives: an episode resends its whole context every turn, and
+  re-encoding the same pictures each time cost more than everything else the harness did.
 - Each attempt has a `timeout_s` limit. Connection errors, timeouts, HTTP 429 and 5xx, and
   malformed replies are retried up to `max_retries` times with exponential backoff and jitter
   (honouring `Retry-After`); other 4xx are not retried. A request that still fails becomes a
@@ -24,16 +29,24 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import concurrent.futures
 import logging
 import random
+import threading
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
+from PIL import Image
 
-from beacon.engines.base import ChatTokenizer, GenerationRequest, GenerationResult, Message
+from beacon.engines.base import (
+    ChatTokenizer,
+    GenerationRequest,
+    GenerationResult,
+    Message,
+    TopLogprob,
+)
 from beacon.engines.tokenizer import is_image_part
 
 logger = logging.getLogger(__name__)
@@ -61,6 +74,7 @@ class _Reply:
     token_ids: list[int] | None
     logprobs: list[float] | None
     prompt_ids: list[int] | None
+    top_logprobs: list[list[TopLogprob]] | None = None
 
 
 class OpenAIEngine:
@@ -97,36 +111,48 @@ class OpenAIEngine:
         self.tokenizer = tokenizer
         self.extra_body = dict(extra_body or {})
         self.vllm_extensions = vllm_extensions
+        self._urls = _DataUrlCache()
+        self._client: _ClientThread | None = None
+        self._client_lock = threading.Lock()
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
         """Blocking `agenerate`; works from any thread, also one whose event loop is running."""
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return asyncio.run(self.agenerate(requests))
-        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-            return pool.submit(asyncio.run, self.agenerate(requests)).result()
+        bodies = [self._body_or_error(r) for r in requests]
+        return self._thread().submit(self._all(bodies)).result()
 
     async def agenerate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
-        """Results in request order, at most `concurrency` requests in flight."""
-        limit = asyncio.Semaphore(self.concurrency)
-        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-        connections = httpx.Limits(max_connections=self.concurrency)
-        async with httpx.AsyncClient(
-            headers=headers, timeout=httpx.Timeout(self.timeout_s), limits=connections
-        ) as client:
-            return list(await asyncio.gather(*(self._one(client, limit, r) for r in requests)))
+        """Results in request order, at most `concurrency` requests in flight (engine-wide)."""
+        bodies = [self._body_or_error(r) for r in requests]
+        return await asyncio.wrap_future(self._thread().submit(self._all(bodies)))
 
     def close(self) -> None:
-        """Nothing to release: each `generate` call opens and closes its own connections."""
+        """Close the HTTP client and stop its event loop thread (a later call starts anew)."""
+        with self._client_lock:
+            client, self._client = self._client, None
+        if client is not None:
+            client.stop()
 
-    async def _one(
-        self, client: httpx.AsyncClient, limit: asyncio.Semaphore, request: GenerationRequest
-    ) -> GenerationResult:
+    def _thread(self) -> _ClientThread:
+        with self._client_lock:
+            if self._client is None:
+                headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+                self._client = _ClientThread(headers, self.timeout_s, self.concurrency)
+            return self._client
+
+    def _body_or_error(self, request: GenerationRequest) -> dict[str, Any] | GenerationResult:
         try:
-            body = self.request_body(request)
+            return self.request_body(request)
         except Exception as exc:  # e.g. an unreadable image: this request fails, not the batch
             return _error(f"cannot build the request: {type(exc).__name__}: {exc}")
+
+    async def _all(self, bodies: list[dict[str, Any] | GenerationResult]) -> list[GenerationResult]:
+        """Runs on the client thread's loop."""
+        return list(await asyncio.gather(*(self._one(body) for body in bodies)))
+
+    async def _one(self, body: dict[str, Any] | GenerationResult) -> GenerationResult:
+        if isinstance(body, GenerationResult):
+            return body
+        client, limit = self._client_or_fail()
         attempt = 0
         async with limit:
             while True:
@@ -142,12 +168,18 @@ class OpenAIEngine:
                     await asyncio.sleep(delay)
                     attempt += 1
 
+    def _client_or_fail(self) -> tuple[httpx.AsyncClient, asyncio.Semaphore]:
+        thread = self._client
+        if thread is None:
+            raise RuntimeError("the openai engine was closed while a request was running")
+        return thread.client, thread.limit
+
     def request_body(self, request: GenerationRequest) -> dict[str, Any]:
         """The JSON body for one request."""
         s = request.sampling
         body: dict[str, Any] = {
             "model": self.model,
-            "messages": [openai_message(m) for m in request.messages],
+            "messages": [openai_message(m, self._urls.get) for m in request.messages],
             "temperature": s.temperature,
             "top_p": s.top_p,
             "max_tokens": s.max_new_tokens,
@@ -157,10 +189,14 @@ class OpenAIEngine:
             body["stop"] = list(s.stop)
         if s.seed is not None:
             body["seed"] = s.seed
-        if s.logprobs:
+        if s.logprobs or s.top_logprobs:
             body["logprobs"] = True
+        if s.top_logprobs:
+            body["top_logprobs"] = s.top_logprobs
         if self.vllm_extensions:
             body["return_token_ids"] = True
+            if s.top_logprobs:  # alternatives as "token_id:<id>", so they map to ids exactly
+                body["return_tokens_as_token_ids"] = True
             if s.top_k > 0:
                 body["top_k"] = s.top_k
             if request.continue_final_message:
@@ -209,6 +245,7 @@ class OpenAIEngine:
             text=text,
             token_ids=token_ids,
             logprobs=logprobs,
+            top_logprobs=reply.top_logprobs,
             finish_reason="length" if reply.finish_reason == "length" else "stop",
             stop_reason=reply.stop_reason,
             prompt_ids=reply.prompt_ids,
@@ -233,9 +270,11 @@ def parse_reply(body: Any) -> _Reply:
     if not isinstance(content, str):
         raise TypeError(f"message content is {type(content).__name__}, not a string")
     stop_reason = choice.get("stop_reason")
-    logprobs = None
+    logprobs = top = None
     if choice.get("logprobs") and choice["logprobs"].get("content") is not None:
-        logprobs = [float(entry["logprob"]) for entry in choice["logprobs"]["content"]]
+        entries = choice["logprobs"]["content"]
+        logprobs = [float(entry["logprob"]) for entry in entries]
+        top = _top_logprobs(entries)
     token_ids = choice.get("token_ids")
     return _Reply(
         text=content,
@@ -244,21 +283,109 @@ def parse_reply(body: Any) -> _Reply:
         token_ids=[int(t) for t in token_ids] if token_ids is not None else None,
         logprobs=logprobs,
         prompt_ids=body.get("prompt_token_ids"),
+        top_logprobs=top,
     )
 
 
-def openai_message(message: Message) -> dict[str, Any]:
-    """A Beacon message with its images as base64 PNG data URLs."""
+def _top_logprobs(entries: list[dict[str, Any]]) -> list[list[TopLogprob]] | None:
+    """The alternatives of every position when the server named them by id ("token_id:<id>",
+    vLLM's `return_tokens_as_token_ids`); None when it did not list them or named them by text
+    (a text cannot be mapped back to one id)."""
+    if not entries or not entries[0].get("top_logprobs"):
+        return None
+    out = []
+    for entry in entries:
+        position = []
+        for alt in entry.get("top_logprobs") or []:
+            token = str(alt["token"])
+            if not token.startswith("token_id:"):
+                return None
+            position.append(TopLogprob(int(token.removeprefix("token_id:")), float(alt["logprob"])))
+        out.append(position)
+    return out
+
+
+def openai_message(message: Message, data_url: Any = None) -> dict[str, Any]:
+    """A Beacon message with its images as base64 PNG data URLs (`data_url(image)` makes one;
+    the default encodes every time)."""
     content = message.get("content")
     if not isinstance(content, list):
         return dict(message)
+    to_url = data_url or image_data_url
     parts = []
     for part in content:
         if is_image_part(part) and "image" in part:
-            parts.append({"type": "image_url", "image_url": {"url": image_data_url(part["image"])}})
+            parts.append({"type": "image_url", "image_url": {"url": to_url(part["image"])}})
         else:
             parts.append(dict(part))
     return {**message, "content": parts}
+
+
+class _DataUrlCache:
+    """Data URLs of live PIL images, each encoded once; an entry goes when its image does.
+
+    Keyed by `id(image)` (PIL images are unhashable) and guarded by a weak reference, so a new
+    image that reuses a dead one's id never gets its URL. Other sources (paths, bytes) are
+    encoded every time: they are not what an episode resends.
+    """
+
+    def __init__(self) -> None:
+        self._urls: dict[int, tuple[weakref.ref, str]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, source: Any) -> str:
+        if not isinstance(source, Image.Image):
+            return image_data_url(source)
+        key = id(source)
+        with self._lock:
+            entry = self._urls.get(key)
+        if entry is not None and entry[0]() is source:
+            return entry[1]
+        url = image_data_url(source)
+        ref = weakref.ref(source, lambda _, key=key: self._forget(key))
+        with self._lock:
+            self._urls[key] = (ref, url)
+        return url
+
+    def _forget(self, key: int) -> None:
+        with self._lock:
+            entry = self._urls.get(key)
+            if entry is not None and entry[0]() is None:
+                del self._urls[key]
+
+
+class _ClientThread:
+    """An event loop in a daemon thread that owns one `httpx.AsyncClient` and the in-flight
+    limit; coroutines from any thread or loop run on it through `submit`."""
+
+    def __init__(self, headers: dict[str, str], timeout_s: float, concurrency: int) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self.loop.run_forever, name="beacon-openai", daemon=True
+        )
+        self._thread.start()
+
+        async def open_client() -> tuple[httpx.AsyncClient, asyncio.Semaphore]:
+            limits = httpx.Limits(
+                max_connections=concurrency, max_keepalive_connections=concurrency
+            )
+            timeout = httpx.Timeout(timeout_s)
+            client = httpx.AsyncClient(headers=headers, timeout=timeout, limits=limits)
+            return client, asyncio.Semaphore(concurrency)
+
+        self.client, self.limit = self.submit(open_client()).result()
+
+    def submit(self, coroutine: Any) -> Any:
+        """A concurrent.futures.Future of `coroutine` run on this loop."""
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+
+    def stop(self) -> None:
+        try:
+            self.submit(self.client.aclose()).result(timeout=30)
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(timeout=30)
+            self.loop.close()
 
 
 def image_data_url(source: Any) -> str:

@@ -14,17 +14,21 @@ As in vLLM, a choice's `token_ids` and log-probs include the tokens of a matched
 the end-of-sequence token, while the message text leaves the stop string out unless
 `include_stop_str_in_output` is true; `stop_reason` names the matched string.
 
+`top_logprobs=k` (with `logprobs: true`, as OpenAI requires) lists the k most likely tokens at
+each position, most likely first, from the same raw distribution as the sampled token's
+log-prob (vLLM's default `raw_logprobs`), so a served teacher gives top-K log-probs for
+distillation. With `return_tokens_as_token_ids` every token reads "token_id:<id>".
+
 Concurrent requests are gathered into batches of up to the engine's batch size by one worker
-thread, so throughput scales with batching the way a real server's does.
+thread (`beacon.engines.batching.BatchingQueue`), so throughput scales with batching the way a
+real server's does.
 
 Not covered: streaming, `n > 1`, tools / `tool_choice`, response formats, authentication.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import queue
 import socket
 import threading
 import time
@@ -37,7 +41,13 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
-from beacon.engines.base import Engine, GenerationRequest, GenerationResult, SamplingParams
+from beacon.engines.base import (
+    Engine,
+    GenerationRequest,
+    GenerationResult,
+    SamplingParams,
+)
+from beacon.engines.batching import BatchingQueue
 from beacon.engines.tokenizer import is_image_part, message_images
 
 logger = logging.getLogger(__name__)
@@ -76,6 +86,12 @@ def parse_chat_request(body: Any) -> tuple[GenerationRequest, dict[str, Any]]:
             "Cannot set both `continue_final_message` and `add_generation_prompt` to True."
         )
     sampling = _sampling(body)
+    top = body.get("top_logprobs") or 0
+    if not isinstance(top, int) or not 0 <= top <= MAX_TOP_LOGPROBS:
+        raise BadRequest(f"top_logprobs={top!r} must be an integer in [0, {MAX_TOP_LOGPROBS}]")
+    if top and not body.get("logprobs"):
+        raise BadRequest("top_logprobs needs logprobs: true (as in the OpenAI API)")
+    sampling.top_logprobs = top
     try:
         images = message_images(messages)
     except (ValueError, KeyError, TypeError) as exc:
@@ -85,9 +101,6 @@ def parse_chat_request(body: Any) -> tuple[GenerationRequest, dict[str, Any]]:
         sampling=sampling,
         continue_final_message=continue_final,
     )
-    top = body.get("top_logprobs") or 0
-    if not isinstance(top, int) or not 0 <= top <= MAX_TOP_LOGPROBS:
-        raise BadRequest(f"top_logprobs={top!r} must be an integer in [0, {MAX_TOP_LOGPROBS}]")
     options = {
         "model": body.get("model"),
         "logprobs": bool(body.get("logprobs", False)),
@@ -194,19 +207,30 @@ def _content(result: GenerationResult, options: dict[str, Any], tokenizer: Any) 
 def _logprob_entries(
     result: GenerationResult, options: dict[str, Any], engine: Engine
 ) -> list[dict[str, Any]]:
-    """One entry per generated token. `top_logprobs` lists only the sampled token: the hf
-    engine records the sampled token's log-prob, not the top alternatives."""
-    tokenizer = engine.tokenizer
+    """One entry per generated token, with its `top_logprobs` alternatives (most likely
+    first; empty unless asked for)."""
+    tops = result.top_logprobs if options["top_logprobs"] else None
     entries = []
-    for token_id, logprob in zip(result.token_ids, result.logprobs or [], strict=False):
-        if options["return_tokens_as_token_ids"] or tokenizer is None:
-            token = f"token_id:{token_id}"
-        else:
-            token = tokenizer.decode([token_id])
-        entry = {"token": token, "logprob": logprob, "bytes": list(token.encode("utf-8"))}
-        entry["top_logprobs"] = [dict(entry)] if options["top_logprobs"] else []
+    for i, (token_id, logprob) in enumerate(
+        zip(result.token_ids, result.logprobs or [], strict=False)
+    ):
+        entry = _entry(token_id, logprob, options, engine)
+        alternatives = tops[i] if tops is not None and i < len(tops) else []
+        entry["top_logprobs"] = [
+            _entry(alt.token_id, alt.logprob, options, engine) for alt in alternatives
+        ]
         entries.append(entry)
     return entries
+
+
+def _entry(
+    token_id: int, logprob: float, options: dict[str, Any], engine: Engine
+) -> dict[str, Any]:
+    if options["return_tokens_as_token_ids"] or engine.tokenizer is None:
+        token = f"token_id:{token_id}"
+    else:
+        token = engine.tokenizer.decode([token_id])
+    return {"token": token, "logprob": logprob, "bytes": list(token.encode("utf-8"))}
 
 
 def error_body(message: str, status: int) -> dict[str, Any]:
@@ -214,63 +238,11 @@ def error_body(message: str, status: int) -> dict[str, Any]:
     return {"error": {"message": message, "type": kind, "param": None, "code": status}}
 
 
-@dataclass
-class _Job:
-    request: GenerationRequest
-    loop: asyncio.AbstractEventLoop
-    future: asyncio.Future
-
-
-class _Batcher:
-    """One worker thread that runs queued requests through the engine in batches."""
-
-    def __init__(self, engine: Engine, max_batch: int, wait_s: float = 0.005) -> None:
-        self.engine = engine
-        self.max_batch = max_batch
-        self.wait_s = wait_s
-        self._queue: queue.Queue[_Job | None] = queue.Queue()
-        self._thread = threading.Thread(target=self._work, name="beacon-serve-batcher", daemon=True)
-        self._thread.start()
-
-    async def submit(self, request: GenerationRequest) -> GenerationResult:
-        loop = asyncio.get_running_loop()
-        future = loop.create_future()
-        self._queue.put(_Job(request, loop, future))
-        return await future
-
-    def stop(self) -> None:
-        self._queue.put(None)
-        self._thread.join(timeout=30)
-
-    def _work(self) -> None:
-        while True:
-            job = self._queue.get()
-            if job is None:
-                return
-            jobs = [job]
-            deadline = time.monotonic() + self.wait_s
-            while len(jobs) < self.max_batch:
-                try:
-                    more = self._queue.get(timeout=max(deadline - time.monotonic(), 0))
-                except queue.Empty:
-                    break
-                if more is None:
-                    self._queue.put(None)
-                    break
-                jobs.append(more)
-            results = self.engine.generate([j.request for j in jobs])
-            for j, result in zip(jobs, results, strict=True):
-                j.loop.call_soon_threadsafe(_resolve, j.future, result)
-
-
-def _resolve(future: asyncio.Future, result: GenerationResult) -> None:
-    if not future.done():
-        future.set_result(result)
-
-
 def create_app(engine: Engine, model_name: str = "beacon", max_batch: int | None = None) -> Any:
     """The FastAPI app serving `engine` under the name `model_name`."""
-    batcher = _Batcher(engine, max_batch or getattr(engine, "batch_size", 8))
+    batcher = BatchingQueue(
+        engine.generate, max_batch or getattr(engine, "batch_size", 8), wait_s=0.005, name="serve"
+    )
     app = FastAPI(title="beacon serve")
     app.state.batcher = batcher
 
@@ -318,7 +290,7 @@ def serve_in_thread(
     Returns once the server accepts connections; `handle.stop()` shuts it down.
     """
     app = create_app(engine, model_name)
-    return run_app_in_thread(app, host, port, on_stop=app.state.batcher.stop)
+    return run_app_in_thread(app, host, port, on_stop=app.state.batcher.close)
 
 
 def run_app_in_thread(

@@ -8,9 +8,11 @@ A response from an agentic episode holds reasoning, code, sandbox outputs and, i
 3. the tail of the last "answer is ..." / "Answer: ..." / "final answer ..." phrase;
 4. the last non-empty line.
 
-Before that, code (`<code>`, fenced blocks, `<tool_call>`) and tool results
-(`<sandbox_output>`, `<tool_response>`) are removed: a number printed by the sandbox is not the
-model's answer. Reasoning in `<think>...</think>` is dropped when text follows it.
+Before that, tool calls and tool results are removed: a number printed by the sandbox is not
+the model's answer, and an answer tag inside code is code. The agent's `Format` owns those tags
+and the answer tag (`beacon.agent.formats`): this module asks it, for the format given or for
+every registered one, and adds only what no format defines: markdown fences and `<think>`
+reasoning (dropped when text follows it).
 
 Inside an answer span, a `\\boxed{}` or an "answer is" phrase is unwrapped too, so
 `<answer>The answer is 14 cm</answer>` gives "14 cm".
@@ -20,18 +22,10 @@ from __future__ import annotations
 
 import re
 
-_TOOL_OUTPUTS = [
-    re.compile(r"<sandbox_output>.*?(?:</sandbox_output>|\Z)", re.S),
-    re.compile(r"<tool_response>.*?(?:</tool_response>|\Z)", re.S),
-]
-_CODE = [
-    re.compile(r"<code>.*?(?:</code>|\Z)", re.S),
-    re.compile(r"<tool_call>.*?(?:</tool_call>|\Z)", re.S),
-    re.compile(r"```.*?(?:```|\Z)", re.S),
-]
-_DELIMITERS = re.compile(r"```[\w+-]*|</?code>|</?tool_call>")
-_ANSWER_OPEN = "<answer>"
-_ANSWER_CLOSE = "</answer>"
+from beacon.agent.formats import FORMATS, Format
+
+_FENCED = re.compile(r"```.*?(?:```|\Z)", re.S)
+_FENCE = re.compile(r"```[\w+-]*")
 _BOXED = re.compile(r"\\(?:boxed|fbox)\s*")
 
 # "answer is X", "Answer: X", "final answer: X", "correct option is X", "答案是 X".
@@ -58,35 +52,45 @@ _WRAPPERS = [
 ]
 
 
-def clean_response(response: str) -> str:
-    """The response without code, tool calls, tool outputs and (when followed by text) thinking.
+def _formats(fmt: Format | None) -> list[Format]:
+    return [fmt] if fmt is not None else list(FORMATS.values())
+
+
+def clean_response(response: str, fmt: Format | None = None) -> str:
+    """The response without tool calls, tool outputs, fenced code and (when followed by text)
+    thinking; `fmt` None means the tags of every registered format.
 
     If removing code leaves nothing, the text without tool outputs and with only the fence and
-    tag delimiters removed is returned, so a model that wrote its answer in a fenced block is
+    call delimiters removed is returned, so a model that wrote its answer in a fenced block is
     still read.
     """
+    formats = _formats(fmt)
     text = response.replace("\r\n", "\n")
     if "</think>" in text:
         after = text.rsplit("</think>", 1)[1]
         text = after if after.strip() else text.replace("<think>", "").replace("</think>", "")
-    for pattern in _TOOL_OUTPUTS:
-        text = pattern.sub("\n", text)
+    for f in formats:
+        text = f.without_observations(text)
     cleaned = text
-    for pattern in _CODE:
-        cleaned = pattern.sub("\n", cleaned)
+    for f in formats:
+        cleaned = f.without_calls(cleaned)
+    cleaned = _FENCED.sub("\n", cleaned)
     if cleaned.strip():
         return cleaned
-    return _DELIMITERS.sub("\n", text)
+    bare = _FENCE.sub("\n", text)
+    for f in formats:
+        bare = bare.replace(f.call_open, "\n").replace(f.call_close, "\n")
+    return bare
 
 
-def answer_span(text: str) -> str | None:
-    """Content of the last `<answer>` tag; an unclosed tag runs to the end of the text."""
-    start = text.rfind(_ANSWER_OPEN)
-    if start < 0:
-        return None
-    body = text[start + len(_ANSWER_OPEN) :]
-    end = body.find(_ANSWER_CLOSE)
-    return body if end < 0 else body[:end]
+def answer_span(text: str, fmt: Format | None = None) -> str | None:
+    """Content of the last answer tag, as the format reads it (an unclosed tag at the end
+    runs to the end of the text)."""
+    for f in _formats(fmt):
+        span = f.answer_span(text)
+        if span is not None:
+            return span
+    return None
 
 
 def boxed_contents(text: str) -> list[str]:
@@ -169,14 +173,15 @@ def unwrap(span: str) -> str:
     return tails[-1] if tails else span
 
 
-def extract_answer(response: str) -> str | None:
+def extract_answer(response: str, fmt: Format | None = None) -> str | None:
     """The model's final answer as text, or None when the response holds none.
 
     Order: last `<answer>` span, last `\\boxed{}`, last "answer is" phrase, last line (see the
-    module docstring). The result is tidied (no `$...$`, `**...**` or trailing period).
+    module docstring). The result is tidied (no `$...$`, `**...**` or trailing period). `fmt`
+    is the agent format the response was written in; None tries every registered format.
     """
-    text = clean_response(response)
-    span = answer_span(text)
+    text = clean_response(response, fmt)
+    span = answer_span(text, fmt)
     if span is not None:
         return tidy(unwrap(span))
     boxed = boxed_contents(text)
