@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from beacon.config import load_config
+import pytest
+
+from beacon.config import ConfigError, load_config
 from beacon.revue import ALPHA_SWEEP, WEIGHTINGS, RevueConfig
 
 
@@ -23,9 +25,14 @@ def test_defaults_are_the_papers() -> None:
 
 
 def test_bad_settings_all_reported() -> None:
-    cfg = RevueConfig(k_support=0, alpha=0.0, lam=1.0, weighting="mask_middle", chunk_size=0)
-    problems = cfg.validate()
-    assert len(problems) == 5
+    with pytest.raises(ConfigError) as err:
+        load_config(
+            RevueConfig,
+            overrides=["k_support=0", "alpha=0.0", "lam=1.0", "weighting=mask_middle",
+                       "chunk_size=0"],
+        )  # fmt: skip
+    problems = err.value.problems
+    assert len(problems) == 5, problems
     assert any("mask_middle" in p and "mask_top" in p for p in problems)
 
 

@@ -6,28 +6,48 @@ critic at temperature 0 with a 2048-token output cap and at most 8 tool images p
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from beacon.config import raise_problems
 
 ALPHA_SWEEP = (0.05, 0.1, 0.2, 0.5, 1.0)
 """The high-impact fractions of the paper's alpha sweep (Table 4); 1.0 makes Low empty, which
 falls back to uniform averaging (Eq. 11, b_i = 0)."""
 
 
-@dataclass
-class RevueConfig:
+class RevueConfig(BaseModel):
     """Support size, grouping, weighting variant and critic limits."""
 
-    k_support: int = 32  # K: teacher top-K candidates the reverse KL is renormalised over (Eq. 8)
-    alpha: float = 0.2  # alpha: share of supervised positions in the High group, ceil(alpha|T|)
-    lam: float = 0.5  # lambda: total loss weight of the High group; Low gets 1 - lambda (Eq. 9)
-    weighting: str = "revue"  # weight function: revue, uniform, random_select, mask_top, ...
-    chunk_size: int = 128  # positions per block when reducing teacher logits (block x V floats)
-    critic_max_tool_images: int = 8  # tool images shown to the critic per group
-    critic_max_tokens: int = 2048  # critic output cap
-    critic_retries: int = 2  # extra critic attempts after a failed or unparsable reply
-    critic_timeout_s: float = 120.0  # one critic attempt's time limit
+    model_config = ConfigDict(extra="forbid")
 
-    def validate(self) -> list[str]:
+    k_support: int = Field(
+        32, description="K: teacher top-K candidates the reverse KL is renormalised over (Eq. 8)"
+    )
+    alpha: float = Field(
+        0.2, description="alpha: share of supervised positions in the High group, ceil(alpha|T|)"
+    )
+    lam: float = Field(
+        0.5, description="lambda: total loss weight of the High group; Low gets 1 - lambda (Eq. 9)"
+    )
+    weighting: str = Field(
+        "revue", description="weight function: revue, uniform, random_select, mask_top, ..."
+    )
+    chunk_size: int = Field(
+        128, description="positions per block when reducing teacher logits (block x V floats)"
+    )
+    critic_max_tool_images: int = Field(8, description="tool images shown to the critic per group")
+    critic_max_tokens: int = Field(2048, description="critic output cap")
+    critic_retries: int = Field(
+        2, description="extra critic attempts after a failed or unparsable reply"
+    )
+    critic_timeout_s: float = Field(120.0, description="one critic attempt's time limit")
+
+    @model_validator(mode="after")
+    def _check(self) -> RevueConfig:
+        raise_problems(self.validate())
+        return self
+
+    def validate(self) -> list[str]:  # type: ignore[override]  # BaseModel.validate is deprecated
         """Cross-field problems, reported with every other config problem at once."""
         from beacon.revue.weights import WEIGHTINGS
 

@@ -19,14 +19,17 @@ Deviations and choices:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
-from beacon.rl.config import RLConfig
 from beacon.rl.groups import Difficulty, GroupOutcomes
+
+if TYPE_CHECKING:
+    from beacon.rl.config import RLConfig
 
 FORMAT_WEIGHT = 0.1  # the paper's w_f in R = 0.1·R_format + 0.9·R_adaptive
 NAAR_CODE_REWARD = 0.25  # the paper's reward of a correct code-using response when text suffices
 
-RewardFn = Callable[[GroupOutcomes, RLConfig], list[float]]
+RewardFn = Callable[[GroupOutcomes, "RLConfig"], list[float]]
 REWARDS: dict[str, RewardFn] = {}
 
 
