@@ -153,6 +153,19 @@ def test_malformed_call_is_shown_and_not_executed() -> None:
     assert not sandbox.sessions[0].ran and traj.finish_reason == "answer"
 
 
+def test_close_tag_without_open_tag_is_a_malformed_call() -> None:
+    traj, _, sandbox = run("print(1)\n```\n</code><answer>B</answer>")
+    assert not traj.tool_calls[0].executed and "without an opening" in traj.tool_calls[0].error
+    assert not sandbox.sessions[0].ran and traj.finish_reason == "answer"
+
+
+def test_stray_close_tag_after_a_call_does_not_rerun_the_earlier_call() -> None:
+    traj, _, sandbox = run(thyme("print(1)") + "and again </code><answer>B</answer>")
+    assert [c.executed for c in traj.tool_calls] == [True, False]
+    assert sandbox.sessions[0].ran == ["print(1)"]
+    assert traj.tool_calls[1].code == "and again </code>"
+
+
 @pytest.mark.parametrize(
     ("config", "reason", "calls"),
     [

@@ -191,7 +191,7 @@ class EpisodeState:
             elif self.new_tokens >= cfg.max_total_new_tokens:
                 self._finish("max_tokens")
             else:
-                self.pending_call = fmt.calls(self.generated)[-1]
+                self.pending_call = fmt.last_call(self.generated)
         elif result.finish_reason == "length":
             self._finish("max_tokens")
         else:

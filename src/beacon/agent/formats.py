@@ -72,6 +72,19 @@ class Format:
         """Every complete call (open tag to close tag) in `text`, in order."""
         return self._call_pattern.findall(text)
 
+    def last_call(self, text: str) -> str:
+        """The call that the last close tag of `text` ends, from its open tag to the close tag.
+
+        A close tag with no open tag since the previous call is still a call, a malformed one:
+        the text since that previous call comes back whole, and `parse_call` rejects it (an
+        earlier, complete call is never returned twice).
+        """
+        end = text.rfind(self.call_close)
+        previous = text.rfind(self.call_close, 0, end) if end > 0 else -1
+        chunk = text[(previous + len(self.call_close)) if previous >= 0 else 0 : end]
+        start = chunk.rfind(self.call_open)
+        return chunk[max(start, 0) :] + self.call_close
+
     def in_open_call(self, text: str) -> bool:
         """True when `text` ends inside a call: its last open tag has no close tag after it."""
         return text.rfind(self.call_open) > text.rfind(self.call_close)
