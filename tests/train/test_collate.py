@@ -113,3 +113,33 @@ def test_plan_buckets_respects_budget_and_covers_all() -> None:
         assert padded <= 400 or len(g) == 1
     assert [5] in groups  # longer than the budget: alone
     assert plan_padded(5, 2) == [[0, 1], [2, 3], [4]]
+
+
+def _cost(groups: list[list[int]], lengths: list[int], c: int) -> int:
+    return sum(len(g) * max(lengths[i] for i in g) + c for g in groups)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_plan_buckets_is_optimal_among_contiguous_cuts(seed: int) -> None:
+    """The DP's cost equals the best of all 2^(n-1) cuts of the sorted rows (brute force)."""
+    import itertools
+    import random
+
+    rng = random.Random(seed)
+    lengths = [rng.randint(10, 300) for _ in range(8)]
+    budget, c = 900, 40
+    order = sorted(range(8), key=lambda i: (-lengths[i], i))
+    best = None
+    for cuts in itertools.product([0, 1], repeat=7):
+        groups, current = [], [order[0]]
+        for flag, i in zip(cuts, order[1:], strict=True):
+            if flag:
+                groups.append(current)
+                current = [i]
+            else:
+                current.append(i)
+        groups.append(current)
+        if all(len(g) * lengths[g[0]] <= budget or len(g) == 1 for g in groups):
+            cost = _cost(groups, lengths, c)
+            best = cost if best is None else min(best, cost)
+    assert _cost(plan_buckets(lengths, budget, c), lengths, c) == best

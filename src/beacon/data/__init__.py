@@ -1,0 +1,1 @@
+"""Training data: imports of public datasets into Beacon trajectories."""
