@@ -111,6 +111,7 @@ class Row:
     concurrency: int
     episodes: int
     seconds: float
+    errors: int  # episodes that ended in engine_error / sandbox_error (a row with many is void)
 
     @property
     def per_episode_s(self) -> float:
@@ -119,8 +120,8 @@ class Row:
 
 def run_episodes(
     base_url: str, tokenizer: object, specs: list[EpisodeSpec], concurrency: int, agent: object
-) -> float:
-    """Seconds to run `specs` through one AgentLoop at `concurrency`."""
+) -> tuple[float, int]:
+    """Seconds to run `specs` through one AgentLoop at `concurrency`, and the error count."""
     engine = OpenAIEngine(
         base_url=base_url, model="beacon", tokenizer=tokenizer, concurrency=concurrency
     )
@@ -131,10 +132,10 @@ def run_episodes(
             trajectories = loop.run(specs, max_active=concurrency)
             seconds = time.perf_counter() - start
         engine.close()
-    bad = [t for t in trajectories if t.finish_reason != "answer" and t.mode == "tool"]
-    if bad and agent.max_new_tokens_per_turn > 64:  # the tiny model rarely answers by itself
-        raise RuntimeError(f"{len(bad)} episodes did not answer: {bad[0].error}")
-    return seconds
+    errors = [t for t in trajectories if t.finish_reason.endswith("_error")]
+    if errors:
+        logging.warning("%d episodes failed, e.g.: %s", len(errors), errors[0].error)
+    return seconds, len(errors)
 
 
 def fake_rows(args: argparse.Namespace, tokenizer: object, samples: list[Sample]) -> list[Row]:
@@ -149,8 +150,9 @@ def fake_rows(args: argparse.Namespace, tokenizer: object, samples: list[Sample]
         for concurrency in args.concurrency:
             n = max(args.min_episodes, args.rounds * concurrency)
             specs = [EpisodeSpec(samples[i % len(samples)], mode="tool") for i in range(n)]
-            seconds = run_episodes(base_url, tokenizer, specs, concurrency, agent)
-            rows.append(Row(concurrency, n, seconds))
+            rows.append(
+                Row(concurrency, n, *run_episodes(base_url, tokenizer, specs, concurrency, agent))
+            )
         return rows
     finally:
         server.terminate()
@@ -168,8 +170,8 @@ def tiny_rows(args: argparse.Namespace, samples: list[Sample]) -> list[Row]:
     rows = []
     with serving(engine) as base_url:
         for concurrency in args.concurrency:
-            seconds = run_episodes(base_url, engine.tokenizer, specs, concurrency, agent)
-            rows.append(Row(concurrency, len(specs), seconds))
+            result = run_episodes(base_url, engine.tokenizer, specs, concurrency, agent)
+            rows.append(Row(concurrency, len(specs), *result))
     return rows
 
 
@@ -191,14 +193,14 @@ def print_fake(rows: list[Row], latency_s: float, with_ids: bool) -> None:
     ids = "with token ids (local tokenizer)" if with_ids else "text only"
     print(f"\nfake server: {latency_s * 1000:.0f} ms per turn, 2 turns + 1 crop per episode, {ids}")
     print(f"{'concurrency':>11} | {'episodes':>8} | {'s/episode':>9} | {'harness ms/ep':>13} | "
-          f"{'speed-up':>8}")  # fmt: skip
-    print("-" * 63)
+          f"{'speed-up':>8} | {'errors':>6}")  # fmt: skip
+    print("-" * 72)
     for row in rows:
         harness = (row.per_episode_s * row.concurrency - 2 * latency_s) * 1000
         speedup = base.per_episode_s / row.per_episode_s
         print(
             f"{row.concurrency:>11} | {row.episodes:>8} | {row.per_episode_s:>9.4f} | "
-            f"{harness:>13.1f} | {speedup:>7.2f}x"
+            f"{harness:>13.1f} | {speedup:>7.2f}x | {row.errors:>6}"
         )
     print("harness ms/ep = wall time x concurrency / episodes - 2 x latency")
 
@@ -210,13 +212,13 @@ def print_tiny(rows: list[Row], tokens: int) -> None:
         f"{tokens} new tokens/turn"
     )
     print(f"{'concurrency':>11} | {'episodes':>8} | {'seconds':>8} | {'episodes/s':>10} | "
-          f"{'speed-up':>8}")  # fmt: skip
-    print("-" * 58)
+          f"{'speed-up':>8} | {'errors':>6}")  # fmt: skip
+    print("-" * 67)
     for row in rows:
         rate = row.episodes / row.seconds
         print(
             f"{row.concurrency:>11} | {row.episodes:>8} | {row.seconds:>8.2f} | {rate:>10.2f} | "
-            f"{base.seconds / base.episodes * rate:>7.2f}x"
+            f"{base.seconds / base.episodes * rate:>7.2f}x | {row.errors:>6}"
         )
 
 

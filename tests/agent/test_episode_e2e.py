@@ -226,3 +226,22 @@ def test_paths_shown_to_the_model_are_stable_and_usable(
     assert call.ok, call.error
     assert call.stdout.startswith("True /mnt/data/images/image_0.")
     assert first.token_ids == second.token_ids
+
+
+def test_seeded_episodes_sample_the_same_tokens_at_any_concurrency(engine: HFEngine) -> None:
+    """Issue 7 §3: at temperature 1, a re-run at another concurrency (other batches, other
+    order) samples the same tokens, because each request has its own generator and seed."""
+    engine.logits_processors = []
+    samples = [
+        Sample(id=str(i), images=[Image.new("RGB", (40 + 8 * i, 32), (9 * i, 0, 0))], question="?",
+               answer="B")
+        for i in range(5)
+    ]  # fmt: skip
+    specs = [EpisodeSpec(s, mode="notool", seed=100 + i) for i, s in enumerate(samples)]
+    config = AgentConfig(temperature=1.0, max_new_tokens_per_turn=12, max_total_new_tokens=12)
+    runs = []
+    for concurrency in (1, 4):
+        with AgentLoop(engine, None, config) as loop:
+            runs.append([t.token_ids for t in loop.run(specs, max_active=concurrency)])
+    assert runs[0] == runs[1]
+    assert len({tuple(ids) for ids in runs[0]}) == len(specs)
