@@ -185,3 +185,29 @@ def test_image_not_shown_to_the_critic_is_rejected(group) -> None:
     out = critic_output(SUFF, MIXED_OK)
     a = check_and_assemble(out, states, labels, frozenset({"ORIGINAL_IMAGE"}))
     assert a.status == "invalid" and "not shown" in a.problems[0]
+
+
+def test_acquire_is_about_owned_states_read_about_seen_ones() -> None:
+    # all wrong; only the original is sufficient: R1's crop missed (ACQUIRE is fine, it owns
+    # no sufficient state), R2 never called a tool but misread the original (READ is fine)
+    trajs = [make_trajectory([["k1"]], answer="B"), make_trajectory([], answer="C")]
+    states = observed_states(trajs)
+    shown = frozenset(states.image_keys)
+    out = critic_output({"ORIGINAL_STATE": ["ORIGINAL_IMAGE"]}, ["ACQUIRE", "READ"])
+    assert check_and_assemble(out, states, [False, False], shown).status == "diagnosis_only"
+    owned = critic_output({"R1_S1": ["R1_S1_IMG1"]}, ["ACQUIRE", "OTHER"])
+    a = check_and_assemble(owned, states, [False, False], shown)
+    assert a.status == "invalid" and "owns a sufficient state" in a.problems[0]
+
+
+def test_mixed_reconciliation_with_only_the_original_sufficient() -> None:
+    trajs = [make_trajectory([]), make_trajectory([["k1"]], answer="B"), make_trajectory([], "C")]
+    states = observed_states(trajs)
+    out = critic_output(
+        {"ORIGINAL_STATE": ["ORIGINAL_IMAGE"]}, ["CORRECT", "ACQUIRE", "CORRECT"], ["", "a", "b"]
+    )
+    a = check_and_assemble(out, states, [True, False, False], frozenset(states.image_keys))
+    # R2 keeps ACQUIRE (owns nothing sufficient); R3, wrongly CORRECT, sees the original -> READ
+    assert [d.stage for d in a.diagnoses] == ["CORRECT", "ACQUIRE", "READ"]
+    assert a.status == "complete" and a.reconciled == 1
+    assert [r.anchor.state.state_id for r in a.reflections] == ["ORIGINAL_STATE"] * 3

@@ -9,15 +9,18 @@ of answer-correct trajectories; C+ empty -> no reflections; else each trajectory
 argmin of the lexicographic cost c(e) = (n_tool, n_code, |U_e|, id) over C_i when non-empty, else
 over C+ (Eq. 13-14).
 
-"A sufficient state the rollout could see" (READ / GROUND need one, ACQUIRE means there is none)
-is, in our reading, the original state or a state the rollout owns: the original image stays in
-every rollout's context (Appendix E.2 diagnoses READ and GROUND for rollouts without tool calls).
+Two facts per rollout drive the stage rules. It *owns* a sufficient state when one of its own
+post-tool states is sufficient (the paper's ACQUIRE: "no state belonging to this rollout is
+sufficient"); it *sees* one when it owns one or the original state is sufficient, since the
+original image stays in every rollout's context (Appendix E.2 diagnoses READ and GROUND for
+rollouts without tool calls). READ / GROUND need a seen sufficient state; ACQUIRE needs no owned
+one (a rollout whose crop missed the target is ACQUIRE even when the original would have done).
 Mixed-group reconciliation, which keeps the discrepancy text:
-  answer-correct, stage not CORRECT             -> CORRECT
-  answer-wrong, no visible sufficient state,
-      stage CORRECT / READ / GROUND             -> ACQUIRE
-  answer-wrong, a visible sufficient state,
-      stage CORRECT / ACQUIRE                   -> READ (the first link not known to hold)
+  answer-correct, stage not CORRECT                        -> CORRECT
+  answer-wrong, sees no sufficient state, stage not OTHER  -> ACQUIRE
+  answer-wrong, owns one, stage ACQUIRE                    -> READ (the first link not known
+                                                              to hold)
+  answer-wrong, sees one, stage CORRECT                    -> READ
 All-correct and all-wrong groups are not reconciled: a conflict there rejects the output.
 """
 
@@ -109,33 +112,47 @@ def resolve_sufficient(
     return resolved, problems
 
 
-def _visible_sufficient(states: ObservedStates, sufficient: dict, index: int) -> bool:
-    return any(
-        s.state_id in sufficient and (s.owner is None or s.owner == index) for s in states.states
-    )
+@dataclass(frozen=True)
+class Access:
+    """Whether a rollout owns / sees a sufficient state (see the module docstring)."""
+
+    owns: bool
+    sees: bool
+
+
+def sufficient_access(
+    states: ObservedStates, sufficient: dict[str, tuple[str, ...]], count: int
+) -> dict[str, Access]:
+    """Access of each rollout id R1..Rn to the sufficient states."""
+    original = states.original.state_id in sufficient
+    out = {}
+    for i in range(count):
+        owns = any(s.state_id in sufficient for s in states.owned_by(i))
+        out[rollout_id(i)] = Access(owns, owns or original)
+    return out
 
 
 def reconcile(
-    diagnoses: Sequence[Diagnosis], labels: Sequence[bool], visible: dict[str, bool]
+    diagnoses: Sequence[Diagnosis], labels: Sequence[bool], access: dict[str, Access]
 ) -> tuple[list[Diagnosis], int]:
-    """Mixed groups: make stages agree with labels and visible sufficient states (see module)."""
+    """Mixed groups: make stages agree with labels and sufficient states (see module)."""
     out, changed = [], 0
     for d in diagnoses:
         index = _rollout_index(d.rollout_id, len(labels))
         stage = d.stage
         if index is not None:
-            stage = _reconciled_stage(d.stage, labels[index], visible[d.rollout_id])
+            stage = _reconciled_stage(d.stage, labels[index], access[d.rollout_id])
         changed += stage != d.stage
         out.append(replace(d, stage=stage))
     return out, changed
 
 
-def _reconciled_stage(stage: str, correct: bool, visible: bool) -> str:
+def _reconciled_stage(stage: str, correct: bool, access: Access) -> str:
     if correct:
         return "CORRECT"
-    if not visible and stage in ("CORRECT", "READ", "GROUND"):
+    if not access.sees and stage != "OTHER":
         return "ACQUIRE"
-    if visible and stage in ("CORRECT", "ACQUIRE"):
+    if (access.owns and stage == "ACQUIRE") or stage == "CORRECT":
         return "READ"
     return stage
 
@@ -145,7 +162,7 @@ def _rollout_index(rid: str, count: int) -> int | None:
 
 
 def check_diagnoses(
-    diagnoses: Sequence[Diagnosis], labels: Sequence[bool], visible: dict[str, bool]
+    diagnoses: Sequence[Diagnosis], labels: Sequence[bool], access: dict[str, Access]
 ) -> list[str]:
     """Problems: wrong number / unknown / duplicate rollout ids, stages against labels."""
     expected = [rollout_id(i) for i in range(len(labels))]
@@ -159,10 +176,10 @@ def check_diagnoses(
         if correct != (d.stage == "CORRECT"):
             label = "correct" if correct else "wrong"
             problems.append(f"{d.rollout_id}: stage {d.stage} contradicts its {label} answer")
-        elif d.stage in ("READ", "GROUND") and not visible[d.rollout_id]:
+        elif d.stage in ("READ", "GROUND") and not access[d.rollout_id].sees:
             problems.append(f"{d.rollout_id}: {d.stage} without a sufficient state it could see")
-        elif d.stage == "ACQUIRE" and visible[d.rollout_id]:
-            problems.append(f"{d.rollout_id}: ACQUIRE although it could see a sufficient state")
+        elif d.stage == "ACQUIRE" and access[d.rollout_id].owns:
+            problems.append(f"{d.rollout_id}: ACQUIRE although it owns a sufficient state")
         if all_correct and d.discrepancy.strip():
             problems.append(f"{d.rollout_id}: all-correct groups need an empty discrepancy")
     return problems
@@ -188,16 +205,14 @@ def check_and_assemble(
     sufficient, problems = resolve_sufficient(output, states, shown_image_ids)
     if problems:
         return Assembly(none, "invalid", problems)
-    visible = {
-        rollout_id(i): _visible_sufficient(states, sufficient, i) for i in range(len(labels))
-    }
+    access = sufficient_access(states, sufficient, len(labels))
     kind = group_kind(labels)
     diagnoses, changed = list(output.rollout_diagnoses), 0
     if kind == "mixed":
-        diagnoses, changed = reconcile(diagnoses, labels, visible)
+        diagnoses, changed = reconcile(diagnoses, labels, access)
     if not output.applicable:
         return Assembly(none, "inapplicable", [], diagnoses, changed)
-    problems = check_diagnoses(diagnoses, labels, visible)
+    problems = check_diagnoses(diagnoses, labels, access)
     if problems:
         return Assembly(none, "invalid", problems, diagnoses, changed)
     by_id = {d.rollout_id: BreakPoint(d.stage, d.discrepancy) for d in diagnoses}

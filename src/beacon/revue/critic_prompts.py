@@ -11,7 +11,7 @@ edit, so logged critic exchanges say which text produced them.
 
 from __future__ import annotations
 
-PROMPT_VERSION = "revue-critic-v1"
+PROMPT_VERSION = "revue-critic-v2"
 
 _BODY = """\
 You analyse the visual evidence chain of a training group for a "think with images" VQA policy.
@@ -39,8 +39,9 @@ only an option letter or the answer.
 
 _STAGES = """\
 For an INCORRECT rollout, stage is the FIRST broken link of its evidence chain:
-ACQUIRE: no state the rollout could see (ORIGINAL_STATE or one of its own states) is sufficient.
-READ: such a sufficient state exists, but the rollout misreads the visual fact.
+ACQUIRE: none of the rollout's own states (after its sandbox calls) is sufficient.
+READ: a sufficient state it could see exists (one of its own, or ORIGINAL_STATE), but the
+rollout misreads the visual fact.
 GROUND: the fact is read correctly, but the final answer contradicts or mis-maps it.
 OTHER: the failure lies outside this evidence chain (formatting, arithmetic unrelated to the
 image, refusing to answer).
