@@ -26,7 +26,8 @@ def first_step(cfg: SFTConfig, out: str) -> None:
     if accelerator.is_main_process:
         model = accelerator.unwrap_model(parts.model)
         grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
-        torch.save({"loss": result.loss, "targets": result.targets, "grads": grads}, out)
+        saved = {"loss": result.loss, "targets": result.targets, "grads": grads}
+        torch.save({**saved, "processes": accelerator.num_processes}, out)
     accelerator.wait_for_everyone()
     accelerator.end_training()
 

@@ -46,10 +46,13 @@ def test_two_gloo_processes_equal_one(
     config = json.dumps(settings)
     one, two = tmp_path / "one.pt", tmp_path / "two.pt"
     first_step(SFTConfig.model_validate(settings), str(one))  # one process, in this one
-    launch = [shutil.which("accelerate"), "launch", "--cpu", "--num_processes", "2"]
+    # --multi_gpu is accelerate's torchrun launcher; on a machine without CUDA the recipe's
+    # Accelerator(cpu=True) joins the two processes into a gloo group (--cpu would start one)
+    launch = [shutil.which("accelerate"), "launch", "--multi_gpu", "--num_processes", "2"]
     launch += ["--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no"]
     _run([*launch, str(WORKER), config, str(two)], tmp_path)
     a, b = torch.load(one), torch.load(two)
+    assert (a["processes"], b["processes"]) == (1, 2)
     assert a["targets"] == b["targets"] > 0
     assert b["loss"] == pytest.approx(a["loss"], rel=1e-6)
     assert a["grads"].keys() == b["grads"].keys()

@@ -31,6 +31,7 @@ def test_overrides_and_all_problems_at_once(tmp_path: Path) -> None:
         load_train_config(SFTConfig, path, ["train.lrr=1", "train.max_steps=many"])
     text = str(err.value)
     assert "2 problem(s)" in text and "train.lrr" in text and "train.max_steps" in text
+    assert "did you mean train.lr?" in text
 
 
 def test_warmup_must_fit_the_run() -> None:

@@ -35,10 +35,15 @@ def sft_command(
 ) -> None:
     """Cold-start SFT: cross-entropy on generated segments of trajectories."""
     from beacon.train.config import SFTConfig, load_train_config
+    from beacon.train.rundir import RunFolderError
     from beacon.train.sft import run_sft
 
     try:
         cfg = load_train_config(SFTConfig, config, sets)
     except TrainConfigError as exc:
         raise typer.BadParameter(str(exc)) from None
-    run_sft(cfg, resume=resume)
+    try:
+        run_sft(cfg, resume=resume)
+    except RunFolderError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None

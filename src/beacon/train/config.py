@@ -9,8 +9,9 @@ overrides)``) replaces it, and this module then keeps only the models.
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -165,11 +166,35 @@ def load_train_config(
     except ValidationError as exc:
         lines = [
             f"  {'.'.join(str(p) for p in err['loc']) or '(top)'}: {err['msg']}"
+            + _did_you_mean(model, err)
             for err in exc.errors()
         ]
         raise TrainConfigError(
             f"config error in {path or 'overrides'} ({len(lines)} problem(s)):\n" + "\n".join(lines)
         ) from None
+
+
+def _did_you_mean(model: type[BaseModel], err: dict[str, Any]) -> str:
+    """'; did you mean train.lr?' for an unknown key close to a declared one."""
+    if err["type"] != "extra_forbidden":
+        return ""
+    *parents, key = [str(p) for p in err["loc"]]
+    owner: Any = model
+    for name in parents:
+        field = owner.model_fields.get(name) if isinstance(owner, type) else None
+        owner = _model_of(field.annotation) if field is not None else None
+    if owner is None:
+        return ""
+    close = difflib.get_close_matches(key, list(owner.model_fields), n=1)
+    return f"; did you mean {'.'.join([*parents, close[0]])}?" if close else ""
+
+
+def _model_of(annotation: Any) -> type[BaseModel] | None:
+    """The pydantic model inside `annotation` (`M` or `M | None`), or None."""
+    for candidate in (annotation, *get_args(annotation)):
+        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+            return candidate
+    return None
 
 
 def _set_path(data: dict[str, Any], keys: list[str], value: Any) -> None:

@@ -167,7 +167,11 @@ def make_accelerator(cfg: SFTConfig) -> Any:
         bf16 = torch.cuda.is_available() and torch.cuda.is_bf16_supported()
         precision = "bf16" if bf16 else "no"
     ddp = DistributedDataParallelKwargs(find_unused_parameters=cfg.train.ddp_find_unused_parameters)
-    return Accelerator(mixed_precision=precision, kwargs_handlers=[ddp])
+    # cpu=True on a machine without CUDA: only then does accelerate join the processes of a
+    # torchrun / `accelerate launch --multi_gpu` launch into one gloo group (MULTI_CPU)
+    return Accelerator(
+        mixed_precision=precision, kwargs_handlers=[ddp], cpu=not torch.cuda.is_available()
+    )
 
 
 def build_parts(cfg: SFTConfig, accelerator: Any) -> tuple[loop.LoopParts, SFTData]:
