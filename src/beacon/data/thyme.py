@@ -34,7 +34,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from beacon.agent.formats import THYME, extract_answer_span
+from beacon.agent.formats import THYME
 from beacon.images import ImageStore, load_image
 from beacon.types import Segment, ToolCall, Trajectory
 
@@ -45,9 +45,9 @@ _BLOCK = re.compile(
     + ".*?"
     + re.escape(THYME.call_close)
     + ")|("
-    + re.escape(THYME.observation_prefix)
+    + re.escape(THYME.observation_open)
     + ".*?"
-    + re.escape(THYME.observation_suffix)
+    + re.escape(THYME.observation_close)
     + ")",
     re.S,
 )
@@ -92,13 +92,15 @@ def thyme_row_to_trajectory(
             parsed = THYME.parse_call(THYME.call_open + segment.text)
             calls.append(ToolCall(code=parsed.code or "", executed=True, ok=parsed.error is None))
         segments.append(segment)
+    span = THYME.answer_span(THYME.without_observations(response))
+    answer = None if span is None else span.strip()
     return Trajectory(
         sample_id=sample_id,
         mode="tool",
         format=THYME.name,
         segments=segments,
-        final_answer=extract_answer_span(response),
-        finish_reason="answer" if extract_answer_span(response) is not None else "stop",
+        final_answer=answer,
+        finish_reason="answer" if answer is not None else "stop",
         tool_calls=calls,
         metadata={"source": "thyme_sft"},
     )
@@ -148,7 +150,7 @@ def _response_segments(response: str) -> Iterator[Segment]:
 
 
 def _observation_text(text: str) -> str:
-    body = text[len(THYME.observation_prefix) : len(text) - len(THYME.observation_suffix)]
+    body = text[len(THYME.observation_open) : len(text) - len(THYME.observation_close)]
     return body.replace(IMAGE, "")
 
 

@@ -10,8 +10,6 @@ from pathlib import Path
 
 import typer
 
-from beacon.train.config import TrainConfigError
-
 app = typer.Typer(
     help="Train a model: cold-start SFT (GRPO and OPD to follow).", no_args_is_help=True
 )
@@ -34,14 +32,16 @@ def sft_command(
     ),
 ) -> None:
     """Cold-start SFT: cross-entropy on generated segments of trajectories."""
-    from beacon.train.config import SFTConfig, load_train_config
+    from beacon.config import ConfigError, load_config
+    from beacon.train.config import SFTConfig
     from beacon.train.rundir import RunFolderError
     from beacon.train.sft import run_sft
 
     try:
-        cfg = load_train_config(SFTConfig, config, sets)
-    except TrainConfigError as exc:
-        raise typer.BadParameter(str(exc)) from None
+        cfg = load_config(SFTConfig, config, sets)
+    except ConfigError as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(2) from None
     try:
         run_sft(cfg, resume=resume)
     except RunFolderError as exc:

@@ -3,18 +3,15 @@
 Every setting is declared once, with its default and a `Field(description=...)` that is its
 documentation (STYLE.md §5). `extra="forbid"` turns a typo into an error that names the key.
 
-`load_train_config` is a stop-gap: the project-wide pydantic loader (``load_config(Model, path,
-overrides)``) replaces it, and this module then keeps only the models.
+They load through the project-wide `beacon.config.load_config(SFTConfig, path, overrides)`,
+which reports every problem of a file and its ``--set`` overrides at once, with did-you-mean.
 """
 
 from __future__ import annotations
 
-import difflib
-from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 OPERATIONAL_KEYS = frozenset(
     {"train.keep_last", "train.log_every", "train.progress_bar", "train.tensorboard"}
@@ -138,95 +135,3 @@ class SFTConfig(_Strict):
                 f"train.max_steps={self.train.max_steps}; lower --set train.warmup_steps"
             )
         return self
-
-
-class TrainConfigError(ValueError):
-    """Every problem of one config file, one per line, each naming the key."""
-
-
-def load_train_config(
-    model: type[BaseModel], path: str | Path | None, overrides: list[str] = ()
-) -> BaseModel:
-    """`model` from a YAML file with ``key.sub=value`` overrides (values parsed as YAML).
-
-    Stop-gap for the shared pydantic loader; see the module docstring.
-    """
-    data: dict[str, Any] = {}
-    if path is not None:
-        data = yaml.safe_load(Path(path).read_text()) or {}
-        if not isinstance(data, dict):
-            raise TrainConfigError(f"config file {path} must hold a mapping at the top level")
-    for item in overrides:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise TrainConfigError(f"--set {item!r}: expected key=value, e.g. train.lr=1e-5")
-        _set_path(data, key.strip().split("."), yaml.safe_load(value))
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        lines = [
-            f"  {'.'.join(str(p) for p in err['loc']) or '(top)'}: {err['msg']}"
-            + _did_you_mean(model, err)
-            for err in exc.errors()
-        ]
-        raise TrainConfigError(
-            f"config error in {path or 'overrides'} ({len(lines)} problem(s)):\n" + "\n".join(lines)
-        ) from None
-
-
-def _did_you_mean(model: type[BaseModel], err: dict[str, Any]) -> str:
-    """'; did you mean train.lr?' for an unknown key close to a declared one."""
-    if err["type"] != "extra_forbidden":
-        return ""
-    *parents, key = [str(p) for p in err["loc"]]
-    owner: Any = model
-    for name in parents:
-        field = owner.model_fields.get(name) if isinstance(owner, type) else None
-        owner = _model_of(field.annotation) if field is not None else None
-    if owner is None:
-        return ""
-    close = difflib.get_close_matches(key, list(owner.model_fields), n=1)
-    return f"; did you mean {'.'.join([*parents, close[0]])}?" if close else ""
-
-
-def _model_of(annotation: Any) -> type[BaseModel] | None:
-    """The pydantic model inside `annotation` (`M` or `M | None`), or None."""
-    for candidate in (annotation, *get_args(annotation)):
-        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
-            return candidate
-    return None
-
-
-def _set_path(data: dict[str, Any], keys: list[str], value: Any) -> None:
-    for key in keys[:-1]:
-        child = data.get(key)
-        if not isinstance(child, dict):
-            child = data[key] = {}
-        data = child
-    data[keys[-1]] = value
-
-
-def config_to_yaml(config: BaseModel) -> str:
-    """The resolved config as YAML (every field, defaults included)."""
-    return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
-
-
-def identity_diff(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
-    """Dotted keys whose values differ between two resolved configs, operational keys left out."""
-    flat_saved, flat_current = _flatten(saved), _flatten(current)
-    keys = sorted(set(flat_saved) | set(flat_current))
-    return [
-        k
-        for k in keys
-        if k not in OPERATIONAL_KEYS
-        and flat_saved.get(k, "<unset>") != flat_current.get(k, "<unset>")
-    ]
-
-
-def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
-    if not isinstance(data, dict):
-        return {prefix: data}
-    out: dict[str, Any] = {}
-    for key, value in data.items():
-        out.update(_flatten(value, f"{prefix}.{key}" if prefix else str(key)))
-    return out

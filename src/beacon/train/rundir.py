@@ -7,7 +7,8 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel
 
-from beacon.train.config import config_to_yaml, identity_diff
+from beacon.config import drop_keys, flatten, identity, identity_diff, to_yaml
+from beacon.train.config import OPERATIONAL_KEYS
 
 CONFIG_FILE = "config.yaml"
 
@@ -31,11 +32,13 @@ def check_run_dir(run_dir: Path, config: BaseModel, resume: bool) -> None:
                 "train.output_dir to a new folder"
             )
         saved = yaml.safe_load(path.read_text()) or {}
-        differing = identity_diff(saved, config.model_dump(mode="json"))
+        differing = identity_diff(
+            drop_keys(flatten(saved), OPERATIONAL_KEYS), identity(config, OPERATIONAL_KEYS)
+        )
         if differing:
             raise RunFolderError(
                 f"{run_dir} was made with a different config; differing keys: "
-                f"{', '.join(differing)}. Resume with the original settings, or set "
+                f"{'; '.join(differing)}. Resume with the original settings, or set "
                 "train.output_dir to a new folder"
             )
 
@@ -45,5 +48,5 @@ def write_config(run_dir: Path, config: BaseModel) -> None:
     path = run_dir / CONFIG_FILE
     run_dir.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".yaml.tmp")
-    tmp.write_text(config_to_yaml(config))
+    tmp.write_text(to_yaml(config))
     tmp.replace(path)
