@@ -18,6 +18,7 @@ Targets: (c) median within 1.5x of (a), at least 5x faster than (b), overhead ov
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import platform
 import statistics
@@ -95,7 +96,7 @@ def fresh_process(path: str, out_dir: str) -> Callable[[], object]:
 def throughput(sandbox: Sandbox, image: Image.Image, calls_per_worker: int) -> float:
     sessions = [sandbox.session(images=[image]) for _ in range(sandbox.config.num_workers)]
     for s in sessions:
-        s.run(CODE)  # warm-up: the worker decodes the session's image once
+        s.run(CODE)  # warm-up
 
     def loop(session) -> None:
         for _ in range(calls_per_worker):
@@ -128,6 +129,9 @@ def main() -> None:
     parser.add_argument(
         "--gap-ms", type=float, default=20.0, help="idle time between calls for the (c') row"
     )
+    parser.add_argument(
+        "--no-fresh", action="store_true", help="skip (b), e.g. when comparing sandbox variants"
+    )
     args = parser.parse_args()
 
     image = make_image()
@@ -135,7 +139,7 @@ def main() -> None:
         path = os.path.join(tmp, "image.png")
         image.save(path, compress_level=1)
         floor = timed(in_process(image), args.calls)
-        fresh = timed(fresh_process(path, tmp), args.fresh_calls, warmup=1)
+        fresh = [] if args.no_fresh else timed(fresh_process(path, tmp), args.fresh_calls, 1)
     with Sandbox(SandboxConfig(max_calls_per_session=10_000)) as sandbox:
         with sandbox.session(images=[image]) as session:
             beacon = timed(lambda: session.run(CODE), args.calls)
@@ -146,7 +150,8 @@ def main() -> None:
     if not (check.ok and check.images and check.images[0].size == (600, 450)):
         raise SystemExit(f"sandbox call failed: {check.error}")
 
-    a, b, c, c2 = (statistics.median(t) for t in (floor, fresh, beacon, spaced))
+    a, c, c2 = (statistics.median(t) for t in (floor, beacon, spaced))
+    b = statistics.median(fresh) if fresh else math.nan
     print(
         f"machine: {platform.platform()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
     )
@@ -155,7 +160,8 @@ def main() -> None:
     print(f"| {'path':<38} | {'med ms':>8} | {'p90 ms':>8} | {'vs (a)':>7} |")
     print(f"|{'-' * 40}|{'-' * 10}|{'-' * 10}|{'-' * 9}|")
     print(row("(a) in-process exec, no isolation", floor, a))
-    print(row("(b) fresh python per call (CodeV)", fresh, a))
+    if fresh:
+        print(row("(b) fresh python per call (CodeV)", fresh, a))
     print(row("(c) Beacon sandbox, back to back", beacon, a))
     print(row(f"(c') Beacon sandbox, {args.gap_ms:g} ms apart", spaced, a))
     print()

@@ -11,6 +11,7 @@ import itertools
 import os
 import secrets
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -216,8 +217,6 @@ def test_stale_roots_of_killed_sandboxes_are_removed(tmp_path: Path) -> None:
 
 
 def tempfile_root(parent: str | None) -> str:
-    import tempfile
-
     return tempfile.mkdtemp(prefix=folders.ROOT_PREFIX, dir=parent)
 
 

@@ -49,6 +49,7 @@ def run(
             "images": saved,
             "notes": result.notes,
             "repairs": result.repairs,
+            "code": result.code,
             "isolation": sandbox.isolation,
         }
     typer.echo(json.dumps(report, indent=2))

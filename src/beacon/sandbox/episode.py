@@ -1,10 +1,10 @@
 """What runs inside the locked-down child: the namespace, the code, the returned images.
 
-Runs in the jail next to `worker.py` (copied there with `wire.py` and `crops.py`); it only ever
-sees one session's data, after rlimits, the uid drop and seccomp are in place. The input images
-are mapped from the raw pixel files the trusted side wrote into the session's folder
-(copy-on-write: drawing on `image` changes nothing on disk), so no process that serves other
-sessions ever holds them.
+Runs in the jail next to `worker.py` (copied there with `outputs.py`, `crops.py`, `wire.py`);
+it only ever sees one session's data, after rlimits, the uid drop and seccomp are in place.
+The input images are mapped from the raw pixel files the trusted side wrote into the session's
+folder (copy-on-write: drawing on `image` changes nothing on disk), so no process that serves
+other sessions ever holds them.
 
 Thyme compatibility: the code sees `image` (PIL, the original), `image_path` (a readable copy),
 the usual modules pre-imported; images come back from `Image.show()`, `plt.show()`, printed
@@ -50,10 +50,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-import crops
 import cv2
 import matplotlib
 import numpy as np
+import outputs
 import wire
 from PIL import Image, ImageDraw, ImageEnhance, ImageFilter, ImageFont, ImageOps
 
@@ -62,16 +62,10 @@ import matplotlib.pyplot as plt
 
 cv2.setNumThreads(1)
 
-THYME_OUTPUT_DIR = "/mnt/data/temp_processed_images/"
-_IMAGE_PATH = re.compile(r"[^\s'\"<>(),\[\]]+\.(?:png|jpe?g|bmp|gif|webp|tiff?)\b", re.IGNORECASE)
 _PRESET_NAMES = ("image", "images", "image_path", "image_paths", "output_dir")
 """Names rebuilt every call; they are carried only when the code rebinds them."""
 _DYNAMIC_NAMES = frozenset({"globals", "vars", "eval", "exec", "locals", "dir"})
 """Code that names one of these may reach any variable, so all carried ones are loaded."""
-
-
-_MAX_CROP_NOTES = 3
-"""Clamped crops noted one by one; further ones are counted in the last note."""
 
 
 @dataclass
@@ -288,10 +282,10 @@ def execute(ep: CallContext) -> list[wire.Bytes]:
     shown: list[Image.Image] = []
     before = dict(ns)
     refused: list[str] = []  # images over the pixel limit: the call fails with the reason
-    _capture_shows(shown, request.max_image_pixels, refused)
+    outputs.capture_shows(shown, request.max_image_pixels, refused)
     clamped: list[str] = []
     if request.clamp_crops:
-        _clamp_crops(request.min_crop_size, clamped)
+        outputs.clamp_crops(request.min_crop_size, clamped)
     sys.stdout = sys.stderr = out
     start = time.time()
     error = ep.syntax_error
@@ -310,16 +304,14 @@ def execute(ep: CallContext) -> list[wire.Bytes]:
         os.chdir(request.out_dir)
     except OSError as exc:
         error = error or f"the code's folder is gone: {describe(exc)}"
-    notes += clamped[:_MAX_CROP_NOTES]
-    if len(clamped) > _MAX_CROP_NOTES:
-        notes[-1] += f" ({len(clamped) - _MAX_CROP_NOTES} more crop boxes were clamped too)"
+    notes += outputs.crop_notes(clamped)
     if request.carry:
         try:
             announce_state(ep)
         except Exception as exc:  # the code broke its own state folder
             notes.append(f"carried variables cannot be saved ({describe(exc)})"[:300])
     try:
-        images = shown + _file_images(stdout, ns, before, start, request, refused, notes)
+        images = shown + outputs.file_images(stdout, ns, before, start, request, refused, notes)
     except BaseException as exc:
         images, error = shown, error or f"collecting images failed: {describe(exc)}"
     error = error or (refused[0] if refused else None)
@@ -357,117 +349,6 @@ class _CappedText(io.TextIOBase):
 
     def text(self) -> str:
         return "".join(self.parts)
-
-
-def _capture_shows(shown: list, max_pixels: int, refused: list[str]) -> None:
-    """Make `Image.show()` and `plt.show()` return their images instead of opening a viewer."""
-
-    def show_image(img: Image.Image, *args: Any, **kwargs: Any) -> None:
-        if _fits(img.width, img.height, max_pixels, refused):
-            shown.append(img.copy())
-
-    def show_figures(*args: Any, **kwargs: Any) -> None:
-        for number in plt.get_fignums():
-            fig = plt.figure(number)
-            fig.canvas.draw()
-            rgba = np.asarray(fig.canvas.buffer_rgba())
-            if _fits(rgba.shape[1], rgba.shape[0], max_pixels, refused):
-                shown.append(Image.fromarray(rgba[..., :3].copy()))
-        plt.close("all")
-
-    Image.Image.show = show_image
-    plt.show = show_figures
-
-
-def _clamp_crops(min_size: int, clamped: list[str]) -> None:
-    """Make `Image.crop` clamp its box into the image, noting each box it changes."""
-    original = Image.Image.crop
-
-    def crop(img: Image.Image, box: Any = None) -> Image.Image:
-        if box is not None:
-            fixed = crops.clamp_box(box, img.size, min_size)
-            if fixed is not box:
-                clamped.append(
-                    f"crop box {_short(repr(tuple(box) if isinstance(box, list) else box))} "
-                    f"was outside the {img.width}x{img.height} image "
-                    f"or too small; it was clamped to {fixed}"
-                )
-                box = fixed
-        return original(img, box)
-
-    Image.Image.crop = crop
-
-
-def _short(text: str) -> str:
-    return text if len(text) <= 80 else "..." + text[-77:]  # a path's end names the file
-
-
-def _fits(width: int, height: int, max_pixels: int, refused: list[str]) -> bool:
-    if width * height <= max_pixels:
-        return True
-    refused.append(
-        f"image of {width}x{height} pixels refused: over the limit of {max_pixels} pixels; "
-        "resize or crop it before returning it"
-    )
-    return False
-
-
-def _file_images(
-    stdout: str,
-    ns: dict,
-    before: dict,
-    start: float,
-    request: wire.RunRequest,
-    refused: list[str],
-    notes: list[str],
-) -> list[Image.Image]:
-    """Images named by printed paths or by a new/updated `processed_path` variable.
-
-    The input images themselves are never returned this way (printing `image_path` is common).
-    A path that cannot be read as an image is skipped with a note; the others still come back.
-    """
-    candidates = _IMAGE_PATH.findall(stdout)
-    value = ns.get("processed_path")
-    if isinstance(value, str | list | tuple):
-        values = [value] if isinstance(value, str) else [v for v in value if isinstance(v, str)]
-        for path in values:
-            if value != before.get("processed_path") or _modified_since(path, start):
-                candidates.append(path)
-    images, seen = [], {os.path.realpath(p) for p in request.image_paths}
-    for path in candidates:
-        if path.startswith(THYME_OUTPUT_DIR) and not os.path.exists(path):
-            path = os.path.join(request.out_dir, path[len(THYME_OUTPUT_DIR) :])
-        real = os.path.realpath(path)
-        if real in seen or not os.path.isfile(real):
-            continue
-        seen.add(real)
-        try:
-            image = _read_image(real, request.max_image_pixels, refused)
-        except Image.DecompressionBombError as exc:
-            refused.append(f"image {path} refused: {exc}")
-            continue
-        except Exception as exc:  # unreadable, not an image, truncated: PIL raises many types
-            notes.append(f"{_short(path)} could not be read as an image ({type(exc).__name__}); "
-                         "it was skipped")  # fmt: skip
-            continue
-        if image is not None:
-            images.append(image)
-    return images
-
-
-def _read_image(path: str, max_pixels: int, refused: list[str]) -> Image.Image | None:
-    with Image.open(path) as img:
-        if not _fits(img.width, img.height, max_pixels, refused):
-            return None
-        img.load()
-        return img.copy()
-
-
-def _modified_since(path: str, start: float) -> bool:
-    try:
-        return os.stat(path).st_mtime >= start - 1.0
-    except OSError:
-        return False
 
 
 def save_state(ep: CallContext) -> None:

@@ -3,7 +3,7 @@
 Layout of the sandbox's root folder (bound read-write into the jail at the same path):
 
     <root>/                 0711 root      no listing: sessions cannot find each other
-      _code/                0755 root      worker.py, episode.py, crops.py, wire.py, repair.py
+      _code/                0755 root      worker.py, episode.py, outputs.py, crops.py, wire.py
       _owner                0600 root      the owning process, for removing stale roots
       <session>/            0710 root:session   only the session's own uid can enter
         images/             0755 root      read-only copies of the input images (`image_path`)
@@ -26,8 +26,6 @@ Nothing the child writes is read by the trusted process except the validated res
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import io
 import itertools
 import logging
 import os
@@ -40,11 +38,9 @@ import weakref
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from PIL import Image
-
-from beacon.images import ImageError
 from beacon.sandbox import folders, results
 from beacon.sandbox.config import ExecResult, SandboxConfig, SandboxError
+from beacon.sandbox.inputs import SessionInput
 from beacon.sandbox.jail import python_dirs, readable_by_others, resolve_isolation
 from beacon.sandbox.pool import Worker, WorkerDied, WorkerSlot
 from beacon.sandbox.repair import repair_code
@@ -53,7 +49,7 @@ from beacon.types import ImageSource
 
 logger = logging.getLogger(__name__)
 
-_CODE_FILES = ("worker.py", "episode.py", "crops.py", "wire.py", "repair.py")  # no beacon imports
+_CODE_FILES = ("worker.py", "episode.py", "outputs.py", "crops.py", "wire.py")  # no beacon imports
 _JAIL_VIEW = "/mnt/data"  # see the module docstring
 _INPUTS = "images"
 _PIXELS = "pixels"
@@ -150,7 +146,7 @@ class Sandbox:
 
     def session(self, images: list[ImageSource] | None = None) -> Session:
         """Open one episode with its input images (PIL images, paths or encoded bytes)."""
-        inputs = [_Input.of(source, self.config.max_input_pixels) for source in images or []]
+        inputs = [SessionInput.of(source, self.config.max_input_pixels) for source in images or []]
         with self._lock:
             if self._closed:
                 raise SandboxError("this Sandbox is closed; create a new one")
@@ -209,23 +205,6 @@ class Sandbox:
         self.close()
 
 
-@dataclasses.dataclass
-class _Input:
-    """One input image as the session stores it: an encoded copy and its raw RGBX pixels."""
-
-    data: bytes
-    ext: str
-    size: tuple[int, int]
-    pixels: bytes
-
-    @classmethod
-    def of(cls, source: ImageSource, max_pixels: int) -> _Input:
-        data, ext, size = _encoded_copy(source, max_pixels)
-        image = source if isinstance(source, Image.Image) else _decode(data)
-        rgb = image if image.mode == "RGB" else image.convert("RGB")
-        return cls(data, ext, size, rgb.tobytes("raw", "RGBX"))
-
-
 class Session:
     """One episode: its images, its folder, its carried variables. Calls run one at a time."""
 
@@ -235,7 +214,7 @@ class Session:
         slot: WorkerSlot,
         number: int,
         uid: int | None,
-        inputs: list[_Input],
+        inputs: list[SessionInput],
     ) -> None:
         self._sandbox, self._slot = sandbox, slot
         self._config = sandbox.config
@@ -285,7 +264,7 @@ class Session:
             if self.uid is not None:
                 os.chown(path, self.uid, self.uid)
 
-    def _store_inputs(self, inputs: list[_Input]) -> list[str]:
+    def _store_inputs(self, inputs: list[SessionInput]) -> list[str]:
         """Write a readable copy of each input image and its raw pixels (read-only to the code)."""
         paths = []
         for i, image in enumerate(inputs):
@@ -430,50 +409,3 @@ class Session:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _encoded_copy(source: ImageSource, max_pixels: int) -> tuple[bytes, str, tuple[int, int]]:
-    """Encoded bytes, file extension and size of an input image, checked for decompression bombs.
-
-    Paths and bytes are copied as they are (only the header is read). PIL images are written as
-    uncompressed BMP: 25 ms for 4000x3000 where PNG even at level 1 takes a second, and the
-    worker decodes it in 12 ms.
-    """
-    if isinstance(source, Image.Image):
-        _check_pixels(source.size, max_pixels)
-        buf = io.BytesIO()
-        (source if source.mode == "RGB" else source.convert("RGB")).save(buf, format="BMP")
-        return buf.getvalue(), ".bmp", source.size
-    data = source if isinstance(source, bytes) else _read_file(source)
-    try:
-        with Image.open(io.BytesIO(data)) as img:
-            size, fmt = img.size, (img.format or "png").lower()
-    except Exception as exc:  # PIL raises many types for corrupt data
-        raise ImageError(f"cannot decode input image: {type(exc).__name__}: {exc}") from exc
-    _check_pixels(size, max_pixels)
-    return data, "." + {"jpeg": "jpg"}.get(fmt, fmt), size
-
-
-def _decode(data: bytes) -> Image.Image:
-    """Decode an input image (its size was already checked against the pixel limit)."""
-    try:
-        with Image.open(io.BytesIO(data)) as img:
-            img.load()
-            return img.copy()
-    except Exception as exc:  # PIL raises many types for corrupt data
-        raise ImageError(f"cannot decode input image: {type(exc).__name__}: {exc}") from exc
-
-
-def _read_file(path: str | Path) -> bytes:
-    try:
-        return Path(path).read_bytes()
-    except OSError as exc:
-        raise ImageError(f"cannot read input image {str(path)!r}: {exc.strerror}") from exc
-
-
-def _check_pixels(size: tuple[int, int], max_pixels: int) -> None:
-    if size[0] * size[1] > max_pixels:
-        raise ImageError(
-            f"input image of {size[0]}x{size[1]} pixels is over the limit of {max_pixels} "
-            "(a possible decompression bomb); raise SandboxConfig.max_input_pixels to allow it"
-        )

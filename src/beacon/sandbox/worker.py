@@ -1,7 +1,7 @@
 """The pre-forked sandbox worker: runs inside the jail, forks one locked-down child per call.
 
 Started by `beacon.sandbox.pool` as `python -E -s worker.py` from the sandbox's `_code/` folder
-(copies of this file, `episode.py`, `crops.py`, `wire.py` and `repair.py`), so it imports
+(copies of this file, `episode.py`, `outputs.py`, `crops.py` and `wire.py`), so it imports
 nothing from `beacon`. It speaks the wire format on the descriptors it was started with.
 
 Children come from a *template*: a process the worker forks right after its imports, before it

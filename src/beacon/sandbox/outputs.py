@@ -1,0 +1,142 @@
+"""What a call returns besides its text: shown and saved images, and clamped crop boxes.
+
+Runs in the child next to `episode.py` (copied into the jail). `Image.show()` and `plt.show()`
+are patched to collect images instead of opening a viewer, `Image.crop` to clamp its box
+(`crops.clamp_box`); image paths printed to stdout or set as `processed_path` are read back.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+import crops
+import matplotlib.pyplot as plt
+import numpy as np
+import wire
+from PIL import Image
+
+THYME_OUTPUT_DIR = "/mnt/data/temp_processed_images/"
+_IMAGE_PATH = re.compile(r"[^\s'\"<>(),\[\]]+\.(?:png|jpe?g|bmp|gif|webp|tiff?)\b", re.IGNORECASE)
+_MAX_CROP_NOTES = 3
+"""Clamped crops noted one by one; further ones are counted in the last note."""
+
+
+def crop_notes(clamped: list[str]) -> list[str]:
+    """The notes for the crop boxes clamped in a call: a few, the last counting the rest."""
+    notes = clamped[:_MAX_CROP_NOTES]
+    if len(clamped) > _MAX_CROP_NOTES:
+        notes[-1] += f" ({len(clamped) - _MAX_CROP_NOTES} more crop boxes were clamped too)"
+    return notes
+
+
+def capture_shows(shown: list, max_pixels: int, refused: list[str]) -> None:
+    """Make `Image.show()` and `plt.show()` return their images instead of opening a viewer."""
+
+    def show_image(img: Image.Image, *args: Any, **kwargs: Any) -> None:
+        if _fits(img.width, img.height, max_pixels, refused):
+            shown.append(img.copy())
+
+    def show_figures(*args: Any, **kwargs: Any) -> None:
+        for number in plt.get_fignums():
+            fig = plt.figure(number)
+            fig.canvas.draw()
+            rgba = np.asarray(fig.canvas.buffer_rgba())
+            if _fits(rgba.shape[1], rgba.shape[0], max_pixels, refused):
+                shown.append(Image.fromarray(rgba[..., :3].copy()))
+        plt.close("all")
+
+    Image.Image.show = show_image
+    plt.show = show_figures
+
+
+def clamp_crops(min_size: int, clamped: list[str]) -> None:
+    """Make `Image.crop` clamp its box into the image, noting each box it changes."""
+    original = Image.Image.crop
+
+    def crop(img: Image.Image, box: Any = None) -> Image.Image:
+        if box is not None:
+            fixed = crops.clamp_box(box, img.size, min_size)
+            if fixed is not box:
+                clamped.append(
+                    f"crop box {_short(repr(tuple(box) if isinstance(box, list) else box))} "
+                    f"was outside the {img.width}x{img.height} image "
+                    f"or too small; it was clamped to {fixed}"
+                )
+                box = fixed
+        return original(img, box)
+
+    Image.Image.crop = crop
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= 80 else "..." + text[-77:]  # a path's end names the file
+
+
+def _fits(width: int, height: int, max_pixels: int, refused: list[str]) -> bool:
+    if width * height <= max_pixels:
+        return True
+    refused.append(
+        f"image of {width}x{height} pixels refused: over the limit of {max_pixels} pixels; "
+        "resize or crop it before returning it"
+    )
+    return False
+
+
+def file_images(
+    stdout: str,
+    ns: dict,
+    before: dict,
+    start: float,
+    request: wire.RunRequest,
+    refused: list[str],
+    notes: list[str],
+) -> list[Image.Image]:
+    """Images named by printed paths or by a new/updated `processed_path` variable.
+
+    The input images themselves are never returned this way (printing `image_path` is common).
+    A path that cannot be read as an image is skipped with a note; the others still come back.
+    """
+    candidates = _IMAGE_PATH.findall(stdout)
+    value = ns.get("processed_path")
+    if isinstance(value, str | list | tuple):
+        values = [value] if isinstance(value, str) else [v for v in value if isinstance(v, str)]
+        for path in values:
+            if value != before.get("processed_path") or _modified_since(path, start):
+                candidates.append(path)
+    images, seen = [], {os.path.realpath(p) for p in request.image_paths}
+    for path in candidates:
+        if path.startswith(THYME_OUTPUT_DIR) and not os.path.exists(path):
+            path = os.path.join(request.out_dir, path[len(THYME_OUTPUT_DIR) :])
+        real = os.path.realpath(path)
+        if real in seen or not os.path.isfile(real):
+            continue
+        seen.add(real)
+        try:
+            image = _read_image(real, request.max_image_pixels, refused)
+        except Image.DecompressionBombError as exc:
+            refused.append(f"image {path} refused: {exc}")
+            continue
+        except Exception as exc:  # unreadable, not an image, truncated: PIL raises many types
+            notes.append(f"{_short(path)} could not be read as an image ({type(exc).__name__}); "
+                         "it was skipped")  # fmt: skip
+            continue
+        if image is not None:
+            images.append(image)
+    return images
+
+
+def _read_image(path: str, max_pixels: int, refused: list[str]) -> Image.Image | None:
+    with Image.open(path) as img:
+        if not _fits(img.width, img.height, max_pixels, refused):
+            return None
+        img.load()
+        return img.copy()
+
+
+def _modified_since(path: str, start: float) -> bool:
+    try:
+        return os.stat(path).st_mtime >= start - 1.0
+    except OSError:
+        return False
