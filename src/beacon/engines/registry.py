@@ -16,9 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from beacon.engines.base import Engine
+from beacon.errors import UserError
 
 if TYPE_CHECKING:  # the config validates names against this registry, so no import back
     from beacon.engines.config import EngineConfig
@@ -63,11 +65,23 @@ def load_engine(name: str, model: str, **kwargs: Any) -> Engine:
 def build_engine(cfg: EngineConfig) -> Engine:
     """The configured engine; model "tiny" is the built-in tiny Qwen2-VL (built on first use)."""
     model = cfg.model
+    check_model(cfg)
     if model == TINY_MODEL:
         from beacon.engines.tiny import cached_tiny_model
 
         model = str(cached_tiny_model("qwen2_vl"))
     return load_engine(cfg.name, model, **_REGISTRY[cfg.name].options(cfg))
+
+
+def check_model(cfg: EngineConfig) -> None:
+    """A model given as a local path must exist (else transformers would try the hub with it)."""
+    model = cfg.model
+    local = cfg.name != "openai" and model.startswith(("/", "./", "../", "~"))
+    if local and not Path(model).expanduser().exists():
+        raise UserError(
+            f"engine.model={model}: no such folder; give a checkpoint folder, a hub id "
+            f'(org/name), or "{TINY_MODEL}" for the built-in tiny model'
+        )
 
 
 def resolve_device(name: str) -> str:
