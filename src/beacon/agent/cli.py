@@ -20,7 +20,9 @@ def run(
     max_new_tokens: int = typer.Option(1024, help="New tokens per turn at most."),
     temperature: float = typer.Option(0.0, help="Sampling temperature (0 = greedy)."),
     out: Path = typer.Option(None, help="Folder for the trajectory JSON and its images."),
-    show_prompt: bool = typer.Option(False, help="Also print the rendered prompt."),
+    show_prompt: bool = typer.Option(
+        False, "--show-prompt", help="Also print the rendered prompt."
+    ),
     json_: bool = typer.Option(False, "--json", help="Print the trajectory as JSON instead."),
 ) -> None:
     """Run one episode and print the trajectory: reasoning, code, observations, answer."""

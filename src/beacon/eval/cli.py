@@ -76,8 +76,10 @@ def eval_command(
     ),
     config: Path = typer.Option(None, "--config", "-c", help="YAML config file."),
     set_: list[str] = typer.Option([], "--set", help="Override a setting: a.b=value."),
-    show_config: bool = typer.Option(False, help="Print every setting with its help and exit."),
-    no_progress: bool = typer.Option(False, help="No progress bar."),
+    show_config: bool = typer.Option(
+        False, "--show-config", help="Print every setting with its help and exit."
+    ),
+    no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
 ) -> None:
     """Evaluate a model on benchmarks with and without tools; write samples, summary, report."""
     from beacon.config import describe, load_config
