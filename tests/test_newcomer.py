@@ -68,6 +68,7 @@ BAD_INPUTS = [
     (["eval", "--out", "afile"], "cannot create the run folder"),
     (["eval", "--out", "run", "--set", "sandbox.timeout_s=3"], "sandbox.timeout_s: 10.0 -> 3.0"),
     (["eval", "--model", "/missing/dir"], "engine.model=/missing/dir: no such folder"),
+    (["eval", "--model", "Qwen/Qwen2.5-VL-7B-Instruct"], "not in the local Hugging Face cache"),
     (["run", "--image", "nope.png", "--question", "q"], "--image"),
     (["run", "--image", "corrupt.png", "--question", "q"], "cannot be read as an image"),
     (["run", "--image", "ok.png", "--question", "q", "--mode", "x"], "tool or notool"),

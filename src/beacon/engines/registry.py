@@ -14,6 +14,7 @@ call; nothing else names engines.
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,14 +75,54 @@ def build_engine(cfg: EngineConfig) -> Engine:
 
 
 def check_model(cfg: EngineConfig) -> None:
-    """A model given as a local path must exist (else transformers would try the hub with it)."""
+    """Refuse, in a second and before loading anything, a model that cannot be loaded: a local
+    path that does not exist (transformers would try the hub with it), or a hub id that is not
+    cached while the hub is out of reach (else: minutes of retries, then a long trace)."""
     model = cfg.model
-    local = cfg.name != "openai" and model.startswith(("/", "./", "../", "~"))
-    if local and not Path(model).expanduser().exists():
+    if cfg.name == "openai" or model == TINY_MODEL:
+        return  # the served name is the server's business
+    if model.startswith(("/", "./", "../", "~")) or Path(model).expanduser().exists():
+        if not Path(model).expanduser().exists():
+            raise UserError(
+                f"engine.model={model}: no such folder; give a checkpoint folder, a hub id "
+                f'(org/name), or "{TINY_MODEL}" for the built-in tiny model'
+            )
+        return
+    if not _hub_cached(model) and not _hub_reachable():
         raise UserError(
-            f"engine.model={model}: no such folder; give a checkpoint folder, a hub id "
-            f'(org/name), or "{TINY_MODEL}" for the built-in tiny model'
+            f"engine.model={model}: not in the local Hugging Face cache, and the hub cannot be "
+            "reached (offline, or HF_HUB_OFFLINE=1); download it on a connected machine, or "
+            f"give a local checkpoint folder with --model /path, or --model {TINY_MODEL}"
         )
+
+
+def _hub_cached(repo_id: str) -> bool:
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    try:
+        snapshot_download(repo_id, local_files_only=True)
+    except LocalEntryNotFoundError:
+        return False
+    except Exception:  # not a valid repo id, say: the engine's own error is clearer
+        return True
+    return True
+
+
+def _hub_reachable(timeout_s: float = 3.0) -> bool:
+    """False when offline is requested (HF_HUB_OFFLINE) or the hub's host cannot be connected."""
+    from urllib.parse import urlparse
+
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        return False
+    url = urlparse(constants.ENDPOINT)
+    try:
+        with socket.create_connection((url.hostname, url.port or 443), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
 
 
 def resolve_device(name: str) -> str:
