@@ -10,6 +10,7 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from beacon.cli import app
+from beacon.errors import UserError
 
 runner = CliRunner()
 
@@ -57,4 +58,4 @@ def test_show_config_lists_every_setting_with_help() -> None:
 
 def test_report_refuses_a_folder_that_is_not_a_run(tmp_path: Path) -> None:
     result = runner.invoke(app, ["report", str(tmp_path)])
-    assert result.exit_code == 2 and "samples.jsonl" in result.output
+    assert isinstance(result.exception, UserError) and "samples.jsonl" in str(result.exception)

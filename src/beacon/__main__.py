@@ -1,5 +1,5 @@
 """`python -m beacon` runs the command line."""
 
-from beacon.cli import app
+from beacon.cli import main
 
-app()
+main()

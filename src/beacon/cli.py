@@ -2,11 +2,18 @@
 
 Sub-command modules import their heavy dependencies (torch, transformers) inside the command
 functions, so `beacon --help` stays fast.
+
+One error path (`main`): a usage mistake, a config error, or a `beacon.errors.UserError` raised
+anywhere below prints one line on stderr (a config error with several problems lists each on its
+own line) and exits with status 2; Ctrl-C says how to resume and exits with 130. Anything else
+is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
 
 import logging
+import sys
+from collections.abc import Sequence
 
 import typer
 
@@ -14,7 +21,9 @@ from beacon import __version__
 from beacon.agent import cli as agent_cli
 from beacon.annotate import cli as annotate_cli
 from beacon.benchmarks import cli as benchmarks_cli
+from beacon.config import ConfigError
 from beacon.engines import cli as engines_cli
+from beacon.errors import UserError
 from beacon.eval import cli as eval_cli
 from beacon.sandbox import cli as sandbox_cli
 from beacon.train import cli as train_cli
@@ -38,7 +47,7 @@ def _version(value: bool) -> None:
 
 
 @app.callback()
-def main(
+def _options(
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log debug messages."),
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
@@ -49,6 +58,8 @@ def main(
         level=logging.DEBUG if verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    if not verbose:  # one INFO line per HTTP request would break the progress bar
+        logging.getLogger("httpx").setLevel(logging.WARNING)
 
 
 app.add_typer(sandbox_cli.app, name="sandbox")
@@ -63,5 +74,36 @@ app.command("eval", epilog=eval_cli.EVAL_EPILOG)(eval_cli.eval_command)
 app.command("report")(eval_cli.report_command)
 
 
+def error_line(exc: BaseException) -> str:
+    """The one line (or, for several config problems, one line per problem) a user sees."""
+    if isinstance(exc, ConfigError) and len(exc.problems) == 1:
+        return f"config error in {exc.source}: {exc.problems[0]}"
+    if isinstance(exc, ConfigError):
+        return str(exc)
+    if isinstance(exc, typer.TyperException):
+        command = exc.ctx.command_path if getattr(exc, "ctx", None) else "beacon"
+        return f"error: {' '.join(exc.format_message().split())} (see {command} --help)"
+    return f"error: {' '.join(str(exc).split())}"
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Run the `beacon` command line with the one error path (see the module docstring)."""
+    try:
+        code = app(args=list(argv) if argv is not None else None, standalone_mode=False)
+    except typer.TyperException as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":  # `beacon` alone, or `beacon tiny`
+            typer.echo(exc.ctx.get_help())
+            sys.exit(2)
+        typer.echo(error_line(exc), err=True)
+        sys.exit(2)
+    except (ConfigError, UserError) as exc:
+        typer.echo(error_line(exc), err=True)
+        sys.exit(2)
+    except (KeyboardInterrupt, typer.Abort):
+        typer.echo("interrupted; rerun the same command to resume where it stopped", err=True)
+        sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
 if __name__ == "__main__":
-    app()
+    main()

@@ -20,7 +20,9 @@ def run(
     max_new_tokens: int = typer.Option(1024, help="New tokens per turn at most."),
     temperature: float = typer.Option(0.0, help="Sampling temperature (0 = greedy)."),
     out: Path = typer.Option(None, help="Folder for the trajectory JSON and its images."),
-    show_prompt: bool = typer.Option(False, help="Also print the rendered prompt."),
+    show_prompt: bool = typer.Option(
+        False, "--show-prompt", help="Also print the rendered prompt."
+    ),
     json_: bool = typer.Option(False, "--json", help="Print the trajectory as JSON instead."),
 ) -> None:
     """Run one episode and print the trajectory: reasoning, code, observations, answer."""
@@ -30,7 +32,8 @@ def run(
     from beacon.agent.render import render_trajectory
     from beacon.config import ConfigError, load_config
     from beacon.engines import EngineConfig, build_engine
-    from beacon.images import ImageStore
+    from beacon.errors import UserError
+    from beacon.images import ImageError, ImageStore, load_image
     from beacon.types import Sample
 
     if mode not in ("tool", "notool"):
@@ -50,6 +53,10 @@ def run(
         )
     except ConfigError as exc:
         raise typer.BadParameter("; ".join(exc.problems)) from None
+    try:
+        load_image(image)
+    except (ImageError, OSError) as exc:
+        raise UserError(f"--image {image}: cannot be read as an image ({exc})") from None
     store = ImageStore(out / "images") if out else None
     sample = Sample(id=image.stem, images=[image], question=question, answer="")
     eng = build_engine(engine_cfg)
@@ -74,3 +81,6 @@ def run(
         typer.echo(json.dumps(json.loads(trajectory.to_json()), indent=2))
     else:
         typer.echo(render_trajectory(trajectory, show_prompt=show_prompt))
+    if trajectory.finish_reason in ("engine_error", "sandbox_error", "input_error"):
+        typer.echo(f"error: {trajectory.finish_reason}: {trajectory.error}", err=True)
+        raise typer.Exit(1)

@@ -14,11 +14,14 @@ call; nothing else names engines.
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from beacon.engines.base import Engine
+from beacon.errors import UserError
 
 if TYPE_CHECKING:  # the config validates names against this registry, so no import back
     from beacon.engines.config import EngineConfig
@@ -63,11 +66,63 @@ def load_engine(name: str, model: str, **kwargs: Any) -> Engine:
 def build_engine(cfg: EngineConfig) -> Engine:
     """The configured engine; model "tiny" is the built-in tiny Qwen2-VL (built on first use)."""
     model = cfg.model
+    check_model(cfg)
     if model == TINY_MODEL:
         from beacon.engines.tiny import cached_tiny_model
 
         model = str(cached_tiny_model("qwen2_vl"))
     return load_engine(cfg.name, model, **_REGISTRY[cfg.name].options(cfg))
+
+
+def check_model(cfg: EngineConfig) -> None:
+    """Refuse, in a second and before loading anything, a model that cannot be loaded: a local
+    path that does not exist (transformers would try the hub with it), or a hub id that is not
+    cached while the hub is out of reach (else: minutes of retries, then a long trace)."""
+    model = cfg.model
+    if cfg.name == "openai" or model == TINY_MODEL:
+        return  # the served name is the server's business
+    if model.startswith(("/", "./", "../", "~")) or Path(model).expanduser().exists():
+        if not Path(model).expanduser().exists():
+            raise UserError(
+                f"engine.model={model}: no such folder; give a checkpoint folder, a hub id "
+                f'(org/name), or "{TINY_MODEL}" for the built-in tiny model'
+            )
+        return
+    if not _hub_cached(model) and not _hub_reachable():
+        raise UserError(
+            f"engine.model={model}: not in the local Hugging Face cache, and the hub cannot be "
+            "reached (offline, or HF_HUB_OFFLINE=1); download it on a connected machine, or "
+            f"give a local checkpoint folder with --model /path, or --model {TINY_MODEL}"
+        )
+
+
+def _hub_cached(repo_id: str) -> bool:
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    try:
+        snapshot_download(repo_id, local_files_only=True)
+    except LocalEntryNotFoundError:
+        return False
+    except Exception:  # not a valid repo id, say: the engine's own error is clearer
+        return True
+    return True
+
+
+def _hub_reachable(timeout_s: float = 3.0) -> bool:
+    """False when offline is requested (HF_HUB_OFFLINE) or the hub's host cannot be connected."""
+    from urllib.parse import urlparse
+
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        return False
+    url = urlparse(constants.ENDPOINT)
+    try:
+        with socket.create_connection((url.hostname, url.port or 443), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
 
 
 def resolve_device(name: str) -> str:

@@ -76,11 +76,13 @@ def eval_command(
     ),
     config: Path = typer.Option(None, "--config", "-c", help="YAML config file."),
     set_: list[str] = typer.Option([], "--set", help="Override a setting: a.b=value."),
-    show_config: bool = typer.Option(False, help="Print every setting with its help and exit."),
-    no_progress: bool = typer.Option(False, help="No progress bar."),
+    show_config: bool = typer.Option(
+        False, "--show-config", help="Print every setting with its help and exit."
+    ),
+    no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
 ) -> None:
     """Evaluate a model on benchmarks with and without tools; write samples, summary, report."""
-    from beacon.config import ConfigError, describe, load_config
+    from beacon.config import describe, load_config
     from beacon.eval.config import EvalConfig
 
     if show_config:
@@ -92,18 +94,11 @@ def eval_command(
     overrides = _overrides(
         model, engine, base_url, bench, modes, samples, concurrency, limit, out, data
     )
-    try:
-        cfg = load_config(EvalConfig, path=config, overrides=[*overrides, *set_])
-    except ConfigError as exc:
-        typer.echo(str(exc), err=True)
-        raise typer.Exit(2) from None
-    from beacon.eval.runner import InfrastructureErrors, RunFolderMismatch, run_eval
+    cfg = load_config(EvalConfig, path=config, overrides=[*overrides, *set_])
+    from beacon.eval.runner import InfrastructureErrors, run_eval
 
     try:
         summary = run_eval(cfg, progress=not no_progress)
-    except (RunFolderMismatch, KeyError, ValueError) as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
     except InfrastructureErrors as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
@@ -126,16 +121,30 @@ def _headline(overall: dict) -> dict:
 
 def report_command(
     runs: list[Path] = typer.Argument(..., help="Run folders (from beacon eval) to compare."),
-    out: Path = typer.Option(None, help="Where to write report.md (default: the first run)."),
+    out: Path = typer.Option(
+        None, help="Report folder; required to compare several runs (default: the one run)."
+    ),
 ) -> None:
-    """Write report.md with tables and PNG plots comparing one or more eval runs."""
+    """Write report.md, report.json and plots/ for one eval run, or comparing several."""
     from beacon.benchmarks import get_benchmark, list_benchmarks
+    from beacon.errors import UserError
     from beacon.eval.report import write_report
 
     for run in runs:
         if not (run / "samples.jsonl").exists():
-            typer.echo(f"error: {run} has no samples.jsonl; is it a beacon eval folder?", err=True)
-            raise typer.Exit(2)
+            raise UserError(f"{run} has no samples.jsonl; is it a beacon eval folder?")
+    if out is None and len(runs) > 1:
+        raise UserError(
+            f"comparing {len(runs)} runs writes a report of its own, not inside a run; "
+            "give its folder with --out, e.g. --out runs/compare"
+        )
+    if out is not None and len(runs) > 1:
+        inside = [run for run in runs if out.resolve().is_relative_to(run.resolve())]
+        if inside:
+            raise UserError(
+                f"--out {out} is inside run {inside[0]}, whose own report it would overwrite; "
+                "choose a folder outside the runs, e.g. --out runs/compare"
+            )
     aggregators = {name: get_benchmark(name).aggregate for name in list_benchmarks()}
     path = write_report(runs, out or runs[0], aggregators=aggregators)
     typer.echo(f"report: {path}")

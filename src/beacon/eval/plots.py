@@ -106,6 +106,7 @@ def plot_accuracy_by_mode(runs: Sequence[RunSummary], path: Path) -> Path:
     ax = fig.subplots()
     _grouped_bars(ax, groups, series)
     ax.set_ylabel("accuracy (%)")
+    ax.set_ylim(0, 105)  # a percentage axis, also when every value is 0
     ax.set_title("Accuracy by mode")
     ax.legend(fontsize=7, ncol=2)
     return _save(fig, path)
@@ -144,8 +145,9 @@ def plot_gain_harm(runs: Sequence[RunSummary], path: Path) -> Path:
 
 
 def plot_tool_rate(runs: Sequence[RunSummary], path: Path) -> Path:
-    """Tool-call rate (%) in tool mode per benchmark and run; dashes mark P[tool | easy] (gray)
-    and P[tool | hard] (black), whose gap is what mode adaptiveness rewards."""
+    """Tool-call rate (%) in tool mode per benchmark and run; triangles (not the dashes of the CI
+    whiskers) mark P[tool | easy] (gray ▼) and P[tool | hard] (black ▲), whose gap is what mode
+    adaptiveness rewards."""
     groups = [*benchmark_names(runs), OVERALL]
     rates = _series(runs, groups, ("modes", "tool", "tool_rate"))
     series = [
@@ -164,22 +166,23 @@ def plot_tool_rate(runs: Sequence[RunSummary], path: Path) -> Path:
         ax.scatter(
             pos,
             100.0 - no_tool_easy[i][0],
-            marker="_",
+            marker="v",
             color="gray",
-            s=120,
+            s=30,
             zorder=3,
             label="P[tool | easy]" if first else None,
         )
         ax.scatter(
             pos,
             tool_hard[i][0],
-            marker="_",
+            marker="^",
             color="black",
-            s=120,
+            s=30,
             zorder=3,
             label="P[tool | hard]" if first else None,
         )
     ax.set_ylabel("episodes with a tool call (%)")
+    ax.set_ylim(0, 105)  # a percentage axis, also when every value is 0
     ax.set_title("Tool-call rate (tool mode)")
     ax.legend(fontsize=7)
     return _save(fig, path)

@@ -24,6 +24,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypedDict
 
+from beacon.errors import UserError
+
 logger = logging.getLogger(__name__)
 
 SAMPLES_FILE = "samples.jsonl"
@@ -85,7 +87,7 @@ class SampleRecord(TypedDict):
     trajectory: TrajectoryRef
 
 
-class CorruptJsonl(ValueError):
+class CorruptJsonl(UserError, ValueError):
     """A line other than the last one of a JSONL file does not parse."""
 
 

@@ -222,7 +222,7 @@ def _aggregates_table(runs: list[RunReport], bench: str) -> list[str]:
         for mode, values in ((_section(run, bench) or {}).get("aggregates") or {}).items():
             names += [n for n in values if n not in names]
             rows.append((run.label, mode, values))
-    if not rows:
+    if not names:  # no benchmark-specific metric in any run: no table
         return []
     table = [
         [label, mode, *(_format_plain(values.get(n)) for n in names)]
@@ -264,11 +264,13 @@ def _runs_table(runs: list[RunReport]) -> list[str]:
 INTRO = """\
 Values are percentages (differences in percentage points) with 95 % percentile-bootstrap
 confidence intervals over items, `value [low, high]`. TE = Acc_tool − Acc_notool; Gain =
-P[✓tool ∧ ✗notool]; Harm = P[✗tool ∧ ✓notool]; Δ_TE = Gain − Harm (equal to TE by these
-definitions); Δ_TE cond = P[✓tool | ✗notool] − P[✗tool | ✓notool]; MA = ½(P[no tool | easy] +
-P[tool | hard]) with easy = solved without tools; Text-Retain = P[✓tool | ✓notool]. "Items"
-counts items run in both modes. "All" pools every item of every benchmark (sample-weighted).
-Definitions and K-sample aggregation: docs/metrics.md. "—" = undefined (e.g. no easy item)."""
+P[✓tool | ✗notool]; Harm = P[✗tool | ✓notool]; Δ_TE = Gain − Harm; Gain share =
+P[✓tool ∧ ✗notool], Harm share = P[✗tool ∧ ✓notool] (their difference is TE); MA =
+½(P[no tool | easy] + P[tool | hard]); Text-Retain = P[✓tool | ✓notool]. Here "easy" means
+solved without tools and "hard" not solved without tools — not a benchmark's own difficulty
+labels, which have their own table. "Items" counts items run in both modes. "All" pools every
+item of every benchmark (sample-weighted). Definitions and K-sample aggregation:
+docs/metrics.md. "—" = undefined (e.g. no easy item)."""
 
 
 PLOT_TITLES = {
@@ -289,7 +291,7 @@ def render_markdown(runs: list[RunReport], plots: Mapping[str, str]) -> str:
         lines += ["**Behaviour by mode**", "", *_behaviour_table(runs, group), ""]
         if group != OVERALL:
             lines += _split_table(runs, group, "categories", "Category")
-            lines += _split_table(runs, group, "difficulties", "Difficulty")
+            lines += _split_table(runs, group, "difficulties", "Benchmark difficulty label")
             lines += _aggregates_table(runs, group)
     lines += ["## Plots", ""]
     for name, rel in plots.items():

@@ -27,6 +27,8 @@ from beacon.agent.loop import AgentLoop
 from beacon.benchmarks import Benchmark, get_benchmark
 from beacon.config import drop_keys, flatten, identity, identity_diff, identity_hash, to_yaml
 from beacon.engines import build_engine, load_engine
+from beacon.engines.registry import check_model
+from beacon.errors import UserError
 from beacon.eval.config import EvalConfig, JudgeConfig
 from beacon.eval.records import (
     ERRORS_FILE,
@@ -51,7 +53,7 @@ CONFIG_FILE = "config.yaml"
 _LOGGED_FAILURES = 5  # infrastructure failures logged one by one; the rest are counted
 
 
-class RunFolderMismatch(ValueError):
+class RunFolderMismatch(UserError, ValueError):
     """The run folder holds results made with different settings."""
 
 
@@ -190,12 +192,39 @@ def _stored_identity(path: Path) -> dict[str, Any]:
     return drop_keys(flatten(stored), EvalConfig.OPERATIONAL_KEYS)
 
 
+def preflight(cfg: EvalConfig) -> None:
+    """The checks that need no model: benchmark names and local data paths, before any folder
+    is made, so a refused command leaves nothing behind."""
+    check_model(cfg.engine)
+    for name in cfg.benchmarks:
+        try:
+            get_benchmark(name)
+        except KeyError as exc:
+            raise UserError(f"benchmarks: {exc.args[0] if exc.args else name}") from None
+    for name, path in cfg.data.items():
+        if name not in cfg.benchmarks:
+            raise UserError(
+                f"data.{name} is set but {name!r} is not among benchmarks {cfg.benchmarks}; "
+                f"add it with --bench or drop --data {name}=..."
+            )
+        if not Path(path).exists():
+            raise UserError(
+                f"data.{name}={path}: no such file or folder; give the path of a local copy, "
+                f"or leave --data {name}=... out to load it from the hub"
+            )
+
+
 def run_eval(cfg: EvalConfig, progress: bool = True) -> Summary:
     """Run (or resume) an evaluation; return the summary that is also in summary.json."""
     out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
-    for name in cfg.benchmarks:
-        get_benchmark(name)  # unknown names fail here, before any model loads
+    preflight(cfg)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(
+            f"out={out}: cannot create the run folder ({exc.strerror or exc}); "
+            "choose a writable folder with --out"
+        ) from None
     check_run_folder(out, cfg)
     done = prepare_resume(out)
     if done:

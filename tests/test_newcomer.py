@@ -1,0 +1,101 @@
+"""A newcomer's mistakes (issue 8): each bad input, run as a subprocess the way a user types it,
+ends in a short message on stderr — no traceback — a non-zero exit, and no new or changed run
+folder. A config error with one problem is one line; with several, one line per problem."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from beacon.config import load_config
+from beacon.eval.config import EvalConfig
+from beacon.eval.runner import check_run_folder
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+
+def beacon(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(SRC), "HF_HUB_OFFLINE": "1"}
+    cmd = [sys.executable, "-m", "beacon", *args]
+    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+
+
+def snapshot(root: Path) -> dict[str, tuple[int, int]]:
+    return {
+        str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*")
+    }
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    """A folder with a good image, a corrupt one, a bad YAML, a file, and an existing run."""
+    Image.new("RGB", (8, 8)).save(tmp_path / "ok.png")
+    (tmp_path / "corrupt.png").write_bytes(b"\x89PNG not really")
+    (tmp_path / "bad.yaml").write_text("engine: [1\n")
+    (tmp_path / "unknown.yaml").write_text("enigne:\n  name: hf\n")
+    (tmp_path / "afile").write_text("x")
+    (tmp_path / "crop.py").write_text("print(image.size)\n")
+    (tmp_path / "run").mkdir()
+    check_run_folder(tmp_path / "run", load_config(EvalConfig, overrides=["out=run"]))
+    return tmp_path
+
+
+# (arguments, a fragment the message must contain)
+BAD_INPUTS = [
+    (["eval", "--set", "agent.max_turn=3"], "did you mean agent.max_turns?"),
+    (["eval", "--set", "agent.temperature=hot"], 'expected float, got "hot"'),
+    (["eval", "--set", "nonsense"], "expected key=value"),
+    (["eval", "--samples", "0"], "samples: must be >= 1"),
+    (["eval", "--limit", "0"], "limit: must be >= 1 item per benchmark"),
+    (["eval", "--limit", "-1"], "limit: must be >= 1 item per benchmark"),
+    (["eval", "--concurrency", "abc"], "--concurrency"),
+    (["eval", "--modes", "tool,sometimes"], 'expected one of "tool", "notool"'),
+    (["eval", "--engine", "tgi"], "unknown engine 'tgi'"),
+    (["eval", "--samples", "2"], "gives K identical samples"),
+    (["eval", "--bench", "vstarr"], "unknown benchmark"),
+    (["eval", "--bench", "vstar", "--data", "vstar=/nonexistent"], "no such file or folder"),
+    (["eval", "--data", "vstar"], "NAME=PATH"),
+    (["eval", "--data", "vstar=ok.png"], "not among benchmarks"),
+    (["eval", "--config", "missing.yaml"], "file not found"),
+    (["eval", "--config", "bad.yaml"], "not valid YAML"),
+    (["eval", "--config", "unknown.yaml"], "did you mean engine?"),
+    (["eval", "--out", "/proc/beacon_run"], "cannot create the run folder"),
+    (["eval", "--out", "afile"], "cannot create the run folder"),
+    (["eval", "--out", "run", "--set", "sandbox.timeout_s=3"], "sandbox.timeout_s: 10.0 -> 3.0"),
+    (["eval", "--model", "/missing/dir"], "engine.model=/missing/dir: no such folder"),
+    (["eval", "--model", "Qwen/Qwen2.5-VL-7B-Instruct"], "not in the local Hugging Face cache"),
+    (["run", "--image", "nope.png", "--question", "q"], "--image"),
+    (["run", "--image", "corrupt.png", "--question", "q"], "cannot be read as an image"),
+    (["run", "--image", "ok.png", "--question", "q", "--mode", "x"], "tool or notool"),
+    (["run", "--image", "ok.png", "--question", "q", "--model", "/missing/dir"], "no such folder"),
+    (["report", "."], "no samples.jsonl"),
+    (["report"], "Missing argument"),
+    (["nosuchcommand"], "No such command"),
+]
+
+
+@pytest.mark.parametrize(("args", "fragment"), BAD_INPUTS, ids=[" ".join(a) for a, _ in BAD_INPUTS])
+def test_bad_input_gets_one_clear_line(workdir: Path, args: list[str], fragment: str) -> None:
+    before = snapshot(workdir)
+    done = beacon(args, workdir)
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert fragment in lines[0], lines[0]
+    assert snapshot(workdir) == before, "a refused command must leave no run folder behind"
+
+
+def test_report_of_several_runs_needs_its_own_folder(workdir: Path) -> None:
+    for name in ("a", "b"):
+        (workdir / name).mkdir()
+        (workdir / name / "samples.jsonl").write_text("")
+    done = beacon(["report", "a", "b"], workdir)
+    assert done.returncode == 2 and "--out" in done.stderr
+    done = beacon(["report", "a", "b", "--out", "a/cmp"], workdir)
+    assert done.returncode == 2 and "inside run a" in done.stderr
