@@ -33,8 +33,8 @@ def test_beacon_eval_runs_the_three_paper_benchmarks(tmp_path: Path, tiny_model_
         ["babyvision"] * 2 + ["tirbench"] * 2 + ["gameqa"] * 2
     )
     assert all(r["error"] is None and 0.0 <= r["score"] <= 1.0 for r in records)
-    tir = next(r for r in records if r["benchmark"] == "tirbench")
-    assert tir["category"] == "refcoco"
+    # records arrive in completion order (concurrency 2): compare the set, not the first one
+    assert {r["category"] for r in records if r["benchmark"] == "tirbench"} == {"refcoco", "jigsaw"}
     summary = json.loads((out / "summary.json").read_text())
     aggregates = {b: summary["benchmarks"][b]["aggregates"]["notool"] for b in data}
     assert {"score", "accuracy", "score/jigsaw"} <= set(aggregates["tirbench"])
