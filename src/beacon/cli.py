@@ -14,6 +14,7 @@ from beacon import __version__
 from beacon.agent import cli as agent_cli
 from beacon.annotate import cli as annotate_cli
 from beacon.benchmarks import cli as benchmarks_cli
+from beacon.data import cli as data_cli
 from beacon.engines import cli as engines_cli
 from beacon.eval import cli as eval_cli
 from beacon.sandbox import cli as sandbox_cli
@@ -55,6 +56,7 @@ app.add_typer(engines_cli.tiny_app, name="tiny")
 app.add_typer(benchmarks_cli.app, name="bench")
 app.add_typer(annotate_cli.annotate_app, name="annotate")
 app.add_typer(annotate_cli.critic_app, name="critic")
+app.add_typer(data_cli.app, name="data")
 app.command("serve")(engines_cli.serve)
 app.command("run")(agent_cli.run)
 app.command("eval", epilog=eval_cli.EVAL_EPILOG)(eval_cli.eval_command)

@@ -70,6 +70,7 @@ class EvalConfig:
     benchmarks: list[str] = field(default_factory=lambda: ["synth"])  # registry names
     data: dict[str, str] = field(default_factory=dict)  # benchmark -> local file/folder
     limit: int | None = None  # items per benchmark (null: all)
+    ids: dict[str, list[str]] | None = None  # benchmark -> sample ids to run (null: all loaded)
     modes: list[str] = field(default_factory=lambda: ["tool", "notool"])  # tool and/or notool
     samples: int = 1  # K samples per item and mode (use temperature > 0 when K > 1)
     concurrency: int = 8  # episodes in flight (the engine batches them)
