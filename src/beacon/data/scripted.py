@@ -149,10 +149,10 @@ TARGETS = {
 SUBGOALS = {
     "small_text": "read the characters one at a time",
     "large_text": "read the characters one at a time",
-    "bar_chart": "read the value printed above each of the two bars and do the arithmetic the "
-    "question asks for",
+    "bar_chart": "read the value printed above each bar named in the question and do the "
+    "arithmetic the question asks for",
     "counting": "count only circles of the asked colour, each one once",
-    "relative_position": "compare the centres of the two shapes along both axes",
+    "relative_position": "compare the centres of the circle and the square along both axes",
 }
 
 
