@@ -31,24 +31,29 @@ def scripted_server() -> Iterator[Callable[..., ServerHandle]]:
         handle.stop()
 
 
+SHIPPED = Path(__file__).parents[2] / "configs" / "data" / "synth_tiny.yaml"
+
+
+def overrides(out: Path, base_url: str, *extra: str) -> list[str]:
+    """`--set` values for a small pipeline: pool of POOL synth items, expert at `base_url`."""
+    return [
+        f"out={out}",
+        f"pool.limit={POOL}",
+        "difficulty.k=2",
+        "difficulty.max_correct=1",
+        "difficulty.agent.max_new_tokens_per_turn=12",
+        "difficulty.agent.max_total_new_tokens=12",
+        "difficulty.concurrency=6",
+        f"expert.engine.base_url={base_url}",
+        f"expert.engine.model={MODEL_NAME}",
+        "expert.engine.max_retries=0",
+        *extra,
+    ]
+
+
 def data_config(out: Path, base_url: str, *extra: str) -> DataConfig:
-    """A small pipeline config: pool of POOL synth items, expert at `base_url`."""
-    return load_data_config(
-        Path(__file__).parents[2] / "configs" / "data" / "synth_tiny.yaml",
-        [
-            f"out={out}",
-            f"pool.limit={POOL}",
-            "difficulty.k=2",
-            "difficulty.max_correct=1",
-            "difficulty.agent.max_new_tokens_per_turn=12",
-            "difficulty.agent.max_total_new_tokens=12",
-            "difficulty.concurrency=6",
-            f"expert.engine.base_url={base_url}",
-            f"expert.engine.model={MODEL_NAME}",
-            "expert.engine.max_retries=0",
-            *extra,
-        ],
-    )
+    """The shipped synth config with `overrides` applied."""
+    return load_data_config(SHIPPED, overrides(out, base_url, *extra))
 
 
 def select_all(cfg: DataConfig) -> None:
