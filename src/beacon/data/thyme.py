@@ -10,7 +10,8 @@ Thyme's rows come in three shapes, all read here:
 question first, then one per image inside each `<sandbox_output>`. The assistant text becomes
 role-tagged text segments the way the agent loop records a Thyme episode: generated text up to
 and including `<code>`, the code (`kind="code"`) up to and including `</code>`, the sandbox
-output as an observation (no loss), and so on. The prompt is the agent's text form of the chat
+output as an observation (no loss; the whitespace Thyme's rows put before it goes with it), and so
+on. The prompt is the agent's text form of the chat
 (`role: content` blocks, `<image>` placeholders), which the trainer renders with the student's
 chat template. Segments carry text only: the trainer tokenizes them one segment at a time, so
 the boundaries (and the loss mask) stay exact.
@@ -89,10 +90,13 @@ def assistant_segments(text: str) -> list[Segment]:
             segments.append(Segment(role="generated", text=code, kind="code"))
             pending = ""
         elif piece.startswith(THYME.observation_prefix):
-            if pending:
+            if pending.strip():
                 segments.append(Segment(role="generated", text=pending))
                 pending = ""
-            segments.append(Segment(role="observation", text=piece))
+            # Whitespace between </code> and <sandbox_output> goes with the observation (no
+            # loss): at inference the observation follows the </code> stop directly.
+            segments.append(Segment(role="observation", text=pending + piece))
+            pending = ""
         else:
             pending += piece
     if pending:
@@ -135,7 +139,7 @@ def _tool_calls(segments: list[Segment]) -> list[ToolCall]:
             continue
         after = segments[i + 1] if i + 1 < len(segments) else None
         observed = after is not None and after.role == "observation"
-        stdout = after.text if observed else ""
+        stdout = after.text.strip() if observed else ""
         stdout = stdout.removeprefix(THYME.observation_prefix).removesuffix(
             THYME.observation_suffix
         )
