@@ -77,6 +77,11 @@ class ExpertConfig(_Strict):
     agent: AgentConfig = Field(default_factory=AgentConfig, description="the expert's episodes")
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig, description="sandbox")
     concurrency: int = Field(8, ge=1, description="episodes in flight")
+    refine: bool = Field(
+        False,
+        description="ask the expert to rewrite the reasoning of verified trajectories (code and "
+        "outputs kept verbatim; a rewrite is adopted only if its answer still verifies)",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> ExpertConfig:

@@ -20,8 +20,8 @@ from typing import Any
 
 from tqdm import tqdm
 
-from beacon.benchmarks import get_benchmark
 from beacon.data.config import DataConfig
+from beacon.data.pool import load_samples
 from beacon.data.records import StageSummary
 from beacon.data.stages import VERIFIED_FILE
 from beacon.engines.base import GenerationRequest, SamplingParams
@@ -190,26 +190,6 @@ def verified_trajectories(cfg: DataConfig) -> list[Trajectory]:
             f"{path} does not exist; run `beacon data expert` with this config first"
         )
     return [Trajectory.from_dict(line) for line in read_jsonl(path)]
-
-
-def load_samples(cfg: DataConfig, trajectories: list[Trajectory]) -> dict[str, Sample]:
-    """The pool samples behind `trajectories` (the hint check needs answers and options)."""
-    wanted = {_traj_key(t) for t in trajectories}
-    out: dict[str, Sample] = {}
-    for name in {t.metadata["benchmark"] for t in trajectories}:
-        bench = get_benchmark(name)
-        for sample in bench.load(
-            path=cfg.pool.data.get(name), limit=cfg.pool.limit, seed=cfg.pool.seed
-        ):
-            if f"{name}/{sample.id}" in wanted:
-                out[f"{name}/{sample.id}"] = sample
-    missing = wanted - set(out)
-    if missing:
-        raise ValueError(
-            f"{len(missing)} verified items are not in the pool (e.g. {sorted(missing)[0]}); "
-            "the pool settings changed since `beacon data expert`: restore pool.*"
-        )
-    return out
 
 
 def _expert_engine(cfg: DataConfig) -> Any:

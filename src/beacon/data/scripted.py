@@ -13,7 +13,8 @@ the first image it carries. Replies follow Thyme's protocol the way a served mod
 2. after the observation (`<sandbox_output>` in the assistant message): reasoning from the
    item's facts and `<answer>...</answer>`.
 3. notool requests (no system prompt): the answer directly.
-4. hint requests (the `hints` stage's system prompt): an answer-free hint naming the region in
+4. refinement requests (`beacon.data.refine`): the same steps, each opened with a sentence.
+5. hint requests (the `hints` stage's system prompt): an answer-free hint naming the region in
    words (never coordinates, which could contain the answer's numbers) and the operation.
    `leaky=True` appends the answer, for tests of the leak check.
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import io
+import re
 import time
 import uuid
 from dataclasses import dataclass
@@ -37,6 +39,7 @@ from PIL import Image
 from beacon.agent.formats import ANSWER_CLOSE, THYME
 from beacon.benchmarks.synth import generate
 from beacon.data.hints import HINT_TASK
+from beacon.data.refine import REFINE_TASK
 from beacon.images import image_key
 from beacon.types import Sample
 
@@ -77,6 +80,8 @@ class ScriptedSynthExpert:
         texts = [t for m in messages for t in message_texts(m)]
         if any(HINT_TASK in t for t in texts):
             return Reply(self.hint(sample))
+        if any(REFINE_TASK in t for t in texts):
+            return Reply(self.refine(texts[-1]))
         tools = messages[0].get("role") == "system"
         last = messages[-1]
         in_progress = last.get("role") == "assistant"
@@ -110,6 +115,12 @@ class ScriptedSynthExpert:
     def conclusion(self, sample: Sample, observed: bool) -> str:
         seen = "The enlarged crop shows it clearly. " if observed else ""
         return seen + READINGS[sample.metadata["category"]](sample) + "\n"
+
+    def refine(self, request_text: str) -> str:
+        """The steps of a refinement request, each opened with a sentence on its purpose."""
+        steps = re.findall(r"<step>(.*?)</step>", request_text, re.S)
+        lead = ["First I locate the evidence. ", "Now I read the result. "]
+        return "\n".join(f"<step>{lead[min(i, 1)]}{step}</step>" for i, step in enumerate(steps))
 
     def hint(self, sample: Sample) -> str:
         what = TARGETS[sample.metadata["category"]](sample)

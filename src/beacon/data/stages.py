@@ -143,13 +143,36 @@ def run_expert(cfg: DataConfig, progress: bool = True) -> StageSummary:
         if missing > 0:
             summary.dropped["not_run"] = missing
     summary.kept = len(verified)
+    if cfg.expert.refine and verified:
+        refine_verified(cfg, verified, summary, progress)
     write_jsonl_atomic(folder / VERIFIED_FILE, (v.trajectory.to_json() for v in verified))
     mixed = mix_text_only(cfg, len(verified))
     rows = build_sft_set(cfg, verified, mixed)
-    summary.extra = {"text_only_mixed": len(mixed), "sft_rows": rows}
+    summary.extra.update({"text_only_mixed": len(mixed), "sft_rows": rows})
     summary.write(folder)
     logger.info("%s; SFT set: %d rows (%d text-only)", summary.line(), rows, len(mixed))
     return summary
+
+
+def refine_verified(
+    cfg: DataConfig, verified: list[RunTrajectory], summary: StageSummary, progress: bool
+) -> None:
+    """Replace the verified trajectories by their adopted rewrites (beacon.data.refine)."""
+    from beacon.data.pool import load_samples
+    from beacon.data.refine import refine_all
+    from beacon.eval.runner import build_engine
+
+    trajectories = [v.trajectory for v in verified]
+    engine = build_engine(cfg.expert.engine)
+    try:
+        samples = load_samples(cfg, trajectories)
+        folder = cfg.root / "expert"
+        refined = refine_all(engine, trajectories, samples, folder, progress)
+    finally:
+        engine.close()
+    for done, traj in zip(verified, refined, strict=True):
+        done.trajectory = traj
+    summary.extra["refined"] = sum(bool(t.metadata.get("refined")) for t in refined)
 
 
 def expert_drop_reason(done: RunTrajectory) -> str | None:
