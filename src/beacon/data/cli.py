@@ -10,6 +10,7 @@ beacon data import-thyme thyme_sft.jsonl --images /data/thyme --out runs/thyme-s
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
@@ -42,6 +43,7 @@ def _load(config: Path | None, set_: list[str]) -> DataConfig:
 
 def _run_stage(stage: Callable, config: Path | None, set_: list[str], no_progress: bool) -> None:
     cfg = _load(config, set_)
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per expert request
     try:
         summary = stage(cfg, progress=not no_progress)
     except (FileNotFoundError, ValueError) as exc:
