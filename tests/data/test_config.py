@@ -43,3 +43,13 @@ def test_max_correct_must_leave_some_items_out():
 def test_expert_must_be_a_server():
     with pytest.raises(DataConfigError, match=r"expert\.engine\.name=openai"):
         load_data_config(None, ["expert.engine.name=hf"])
+
+
+def test_cli_reports_config_problems_before_loading_a_model():
+    from typer.testing import CliRunner
+
+    from beacon.cli import app
+
+    result = CliRunner().invoke(app, ["data", "difficulty", "--set", "difficulty.kk=1"])
+    assert result.exit_code == 2
+    assert "difficulty.kk" in result.output

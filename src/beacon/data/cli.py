@@ -97,6 +97,7 @@ def import_thyme_command(
     source: Path = typer.Argument(..., help="Thyme SFT file (.jsonl or .json list)."),
     images: Path = typer.Option(None, "--images", help="Folder relative image paths start in."),
     out: Path = typer.Option(..., "--out", help="Output folder (trajectories.jsonl, images/)."),
+    no_progress: bool = NO_PROGRESS,
 ) -> None:
     """Convert Thyme's public SFT format into Beacon trajectories the SFT trainer reads."""
     from beacon.data.thyme import import_thyme
@@ -104,5 +105,5 @@ def import_thyme_command(
     if not source.exists():
         typer.echo(f"error: {source} does not exist", err=True)
         raise typer.Exit(2)
-    summary = import_thyme(source, out, image_root=images)
+    summary = import_thyme(source, out, image_root=images, progress=not no_progress)
     typer.echo(json.dumps(asdict(summary), indent=2))

@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tqdm import tqdm
+
 from beacon.agent.formats import THYME, extract_answer_span
 from beacon.data.records import StageSummary, write_jsonl_atomic
 from beacon.images import ImageError, ImageStore, load_image
@@ -179,7 +181,9 @@ def read_rows(source: Path) -> Iterator[dict[str, Any]]:
             yield json.loads(line)
 
 
-def import_thyme(source: Path, out: Path, image_root: Path | None = None) -> StageSummary:
+def import_thyme(
+    source: Path, out: Path, image_root: Path | None = None, progress: bool = True
+) -> StageSummary:
     """Write out/trajectories.jsonl and out/images/ from a Thyme SFT file; return the counts.
 
     The import is one pass over a local file and is rewritten whole (atomically) on a rerun;
@@ -188,7 +192,8 @@ def import_thyme(source: Path, out: Path, image_root: Path | None = None) -> Sta
     store = ImageStore(out / "images")
     summary = StageSummary(stage="import_thyme")
     rows = []
-    for n, raw in enumerate(read_rows(source)):
+    rows_in = tqdm(read_rows(source), desc="import-thyme", unit="row", disable=not progress)
+    for n, raw in enumerate(rows_in):
         summary.total += 1
         try:
             rows.append(row_trajectory(normalize_row(raw), store, image_root, n).to_json())
