@@ -28,11 +28,11 @@ def test_leaking_hints_are_rejected_and_counted(tmp_path, scripted_server):
         assert all(r["reasons"] for r in record["rejected"])
 
 
-@pytest.mark.parametrize("index", range(10))
+@pytest.mark.parametrize("index", range(50))
 def test_scripted_hints_pass_the_leak_check(index):
     """Region in words, no coordinates: the honest scripted hint never trips the check."""
     sample = generate(0, index)
-    hint = ScriptedSynthExpert(seed=0, count=10).hint(sample)
+    hint = ScriptedSynthExpert(seed=0, count=1).hint(sample)
     assert judge_hint(hint, sample) == [], hint
 
 

@@ -125,7 +125,7 @@ class ScriptedSynthExpert:
     def hint(self, sample: Sample) -> str:
         what = TARGETS[sample.metadata["category"]](sample)
         text = (
-            f"Look for {what} in the {area_words(sample)} part of the image. Crop that area "
+            f"Look for {what} in the {area_words(sample)} part. Crop that area "
             "with image.crop and enlarge it several times before reading it, then "
             f"{SUBGOALS[sample.metadata['category']]}."
         )
@@ -148,8 +148,8 @@ def area_words(sample: Sample) -> str:
 
 
 TARGETS = {
-    "small_text": lambda s: "the 3-character code",
-    "large_text": lambda s: "the 3-character code",
+    "small_text": lambda s: "the code written in the image",
+    "large_text": lambda s: "the code written in the image",
     "bar_chart": lambda s: "the values of the bars {} and {}".format(*s.metadata["facts"]["pair"]),
     "counting": lambda s: f"the {s.metadata['facts']['color']} circles",
     "relative_position": lambda s: "the {} circle and the {} square".format(
