@@ -25,6 +25,7 @@ def test_refined_trajectories_keep_code_and_outputs(tmp_path, scripted_server):
     select_all(cfg)
     summary = run_expert(cfg, progress=False)
     assert summary.kept == POOL and summary.extra["refined"] == POOL
+    assert summary.extra["refine_rejected"] == {}
     plain = read(tmp_path / "plain" / "expert" / "verified.jsonl")
     refined = read(tmp_path / "refined" / "expert" / "verified.jsonl")
     for before, after in zip(plain, refined, strict=True):

@@ -146,7 +146,14 @@ def decide_chunk(
             key = _traj_key(traj)
             sample = samples[key]
             record = records.setdefault(
-                key, HintRecord(traj.metadata["benchmark"], sample.id, None, False, 0)
+                key,
+                HintRecord(
+                    benchmark=traj.metadata["benchmark"],
+                    sample_id=sample.id,
+                    hint=None,
+                    accepted=False,
+                    attempts=0,
+                ),
             )
             record.attempts = attempt + 1
             if result.finish_reason == "error":

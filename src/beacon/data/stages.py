@@ -133,7 +133,10 @@ def run_expert(cfg: DataConfig, progress: bool = True) -> StageSummary:
 
         eval_cfg = expert_eval_config(cfg, items)
         run_eval(eval_cfg, progress=progress)
+        wanted = {item.key for item in items}
         for done in run_trajectories(Path(eval_cfg.out)):
+            if f"{done.record['benchmark']}/{done.record['sample_id']}" not in wanted:
+                continue  # an earlier selection's episode in the same run folder
             reason = expert_drop_reason(done)
             if reason is None:
                 verified.append(tag(done, "expert"))
@@ -159,7 +162,7 @@ def refine_verified(
 ) -> None:
     """Replace the verified trajectories by their adopted rewrites (beacon.data.refine)."""
     from beacon.data.pool import load_samples
-    from beacon.data.refine import refine_all
+    from beacon.data.refine import REFINED_FILE, refine_all
     from beacon.eval.runner import build_engine
 
     trajectories = [v.trajectory for v in verified]
@@ -173,6 +176,12 @@ def refine_verified(
     for done, traj in zip(verified, refined, strict=True):
         done.trajectory = traj
     summary.extra["refined"] = sum(bool(t.metadata.get("refined")) for t in refined)
+    kept_keys = {t.metadata["eval_key"] for t in trajectories}
+    rejected: dict[str, int] = {}
+    for outcome in read_jsonl(folder / REFINED_FILE):
+        if outcome["key"] in kept_keys and outcome["reason"]:
+            rejected[outcome["reason"]] = rejected.get(outcome["reason"], 0) + 1
+    summary.extra["refine_rejected"] = rejected
 
 
 def expert_drop_reason(done: RunTrajectory) -> str | None:
