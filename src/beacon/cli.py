@@ -22,6 +22,7 @@ from beacon.agent import cli as agent_cli
 from beacon.annotate import cli as annotate_cli
 from beacon.benchmarks import cli as benchmarks_cli
 from beacon.config import ConfigError
+from beacon.data import cli as data_cli
 from beacon.engines import cli as engines_cli
 from beacon.errors import UserError
 from beacon.eval import cli as eval_cli
@@ -68,6 +69,7 @@ app.add_typer(benchmarks_cli.app, name="bench")
 app.add_typer(annotate_cli.annotate_app, name="annotate")
 app.add_typer(annotate_cli.critic_app, name="critic")
 app.add_typer(train_cli.app, name="train")
+app.add_typer(data_cli.app, name="data")
 app.command("serve")(engines_cli.serve)
 app.command("run")(agent_cli.run)
 app.command("eval", epilog=eval_cli.EVAL_EPILOG)(eval_cli.eval_command)

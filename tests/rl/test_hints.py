@@ -43,6 +43,10 @@ LEAKS = [
     ("the answer is -5 degrees", "-5", None),
     ("twelve apples in the crop", "D", OPTIONS),  # the correct option's number, as a word
     ("４２ is printed", "42", None),  # full-width digits
+    # an answer code spelled out character by character
+    ("The crop shows 4 9 E in small type.", "49E", None),
+    ("read it as 4-9-e", "49E", None),
+    ("it says s.t.o.p", "stop", None),
 ]
 
 SAFE = [
@@ -55,6 +59,8 @@ SAFE = [
     ("The stopwatch is on the left.", "stop", None),  # whole words only
     ("Measure the angle at vertex B of the triangle", "12", None),
     ("Look for 142 in the table header", "42", None),  # a different number containing 42
+    ("Read the 3-character code in the bottom-left part.", "49E", None),
+    ("Steps: crop, zoom, then read each character.", "49E", None),
 ]
 
 

@@ -1,15 +1,14 @@
-"""Thyme SFT rows (the README's real format) become Thyme-format trajectories whose student
-tokenization gives loss only on the model's own text and code."""
+"""An imported Thyme SFT row (the README's real format), tokenized for the student, gives loss
+only on the model's own text and code (the import itself is tested in tests/data/test_thyme.py)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from beacon.data.thyme import ThymeRowError, import_thyme, thyme_row_to_trajectory
+from beacon.data.thyme import normalize_row, row_trajectory
 from beacon.images import ImageStore
 from beacon.train.encode import encode_trajectory
 from beacon.train.scripted import synthetic_image
@@ -43,34 +42,11 @@ def row(tmp_path: Path) -> dict[str, Any]:
     }
 
 
-def test_thyme_row_becomes_segments_like_the_agent_records(row: dict, tmp_path: Path) -> None:
-    store = ImageStore(tmp_path / "store")
-    traj = thyme_row_to_trajectory(row, store, image_root=tmp_path, sample_id="17127")
-    shape = [(s.role, s.kind, len(s.images)) for s in traj.segments]
-    assert shape == [
-        ("prompt", "text", 1),
-        ("generated", "text", 0),
-        ("generated", "code", 0),
-        ("observation", "text", 1),
-        ("generated", "text", 0),
-    ]
-    assert traj.segments[1].text.endswith("<code>")
-    assert traj.segments[2].text == CODE + "</code>"
-    assert traj.segments[3].text == "<sandbox_output><image></sandbox_output>"
-    assert "".join(s.text for s in traj.segments[1:]) == RESPONSE
-    assert traj.final_answer == "C" and traj.finish_reason == "answer"
-    assert traj.tool_calls[0].executed and "cv2.imwrite" in traj.tool_calls[0].code
-    assert traj.tool_calls[0].images == traj.segments[3].images
-    assert traj.segments[0].images != traj.segments[3].images
-    assert traj.segments[0].text.startswith("system: ")
-    assert Trajectory.from_json(traj.to_json()) == traj
-
-
 def test_imported_row_trains_only_on_model_text(
     row: dict, tmp_path: Path, tiny_tokenizer: Any
 ) -> None:
     store = ImageStore(tmp_path / "store")
-    traj = thyme_row_to_trajectory(row, store, image_root=tmp_path)
+    traj = row_trajectory(normalize_row(row), store, tmp_path, 0)
     encoded = encode_trajectory(traj, tiny_tokenizer, store.get)
     lengths = []
     for segment in traj.segments:  # each segment tokenized alone, as encode does
@@ -86,27 +62,3 @@ def test_imported_row_trains_only_on_model_text(
     assert image_tokens and all(encoded.loss_mask[i] == 0 for i in image_tokens)
     obs_start = sum(lengths[:3])
     assert any(obs_start <= i < obs_start + lengths[3] for i in image_tokens)
-
-
-def test_messages_form_and_counts(row: dict, tmp_path: Path) -> None:
-    messages_row = {
-        "messages": [
-            {"role": "system", "content": "Solve it."},
-            {"role": "user", "content": row["question"]},
-            {"role": "assistant", "content": row["response"]},
-        ],
-        "images": row["image"],
-    }
-    bad = {**row, "image": row["image"][:1]}  # the observation's image is missing
-    rows = tmp_path / "rows.jsonl"
-    rows.write_text("\n".join(json.dumps(r) for r in (row, messages_row, bad)) + "\n")
-    out = tmp_path / "trajs.jsonl"
-    counts = import_thyme(rows, out, tmp_path / "store", image_root=tmp_path)
-    assert counts == {"kept": 2, "ThymeRowError": 1}
-    second = Trajectory.from_json(out.read_text().splitlines()[1])
-    assert second.segments[0].text.startswith("system: Solve it.\nuser: <image>\nQuestion")
-
-
-def test_missing_image_names_image_root(row: dict, tmp_path: Path) -> None:
-    with pytest.raises(ThymeRowError, match="image_root"):
-        thyme_row_to_trajectory(row, ImageStore(tmp_path / "store"))

@@ -306,8 +306,7 @@ class EpisodeState:
         traj = self.trajectory
         traj.finish_reason = reason
         traj.error = error
-        span = self.fmt.answer_span(self.generated)
-        traj.final_answer = None if span is None else span.strip()
+        traj.final_answer = self.fmt.final_answer(self.generated)
         if not self.spec.tools:
             # notool: code the model wrote anyway is recorded as attempted, never executed
             traj.tool_calls = [

@@ -113,6 +113,11 @@ class Format:
         end = body.find(self.answer_close)
         return body if end < 0 else body[:end]
 
+    def final_answer(self, text: str) -> str | None:
+        """The episode's final answer: the last answer span of the model's own `text`, stripped."""
+        span = self.answer_span(text)
+        return None if span is None else span.strip()
+
     def answered(self, text: str) -> bool:
         """True when the model's text holds a closed answer tag outside every call."""
         outside = self.without_calls(text)

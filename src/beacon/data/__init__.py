@@ -1,1 +1,2 @@
-"""Training data: imports of public datasets into Beacon trajectories."""
+"""Training data (beacon.md §2): pass@k difficulty, verified expert trajectories with text-only
+mixing, answer-free hints, and import of Thyme's SFT format. See docs/data.md."""

@@ -1,201 +1,206 @@
-"""Import of Thyme's public SFT data (Kwai-Keye/Thyme-SFT) as Beacon trajectories.
+"""Import Thyme's public SFT data into Beacon trajectories, so the SFT trainer can use it.
 
-A Thyme SFT row is either the flat form of the Thyme README,
+Thyme's rows come in three shapes, all read here:
 
-    {"image": ["/orig.jpg", "/processed.jpg"], "question": "<image>\\nQuestion...",
-     "response": "<think>... <code>```python ...```</code><sandbox_output><image></sandbox_output>
-                  ...</think><answer>B</answer>"}
+1. the repository README's `{"image": [...], "question": "<image>\\n...", "response": "..."}`;
+2. ms-swift's `{"messages": [{"role", "content"}], "images": [...]}`;
+3. ShareGPT's `{"conversations": [{"from": "human"|"gpt"|"system", "value"}], "image(s)": ...}`.
 
-or ms-swift's messages form, `{"messages": [{"role": "system"|"user"|"assistant", "content":
-...}], "images": [...]}`. In both, `<image>` placeholders consume the image list in order:
-first the user turn's, then one per image inside `<sandbox_output>` (the processed images).
+`<image>` placeholders in the text take the row's images in order: the original image(s) in the
+question first, then one per image inside each `<sandbox_output>`. The assistant text becomes
+role-tagged text segments the way the agent loop records a Thyme episode: generated text up to
+and including `<code>`, the code (`kind="code"`) up to and including `</code>`, the sandbox
+output as an observation (no loss; the whitespace Thyme's rows put before it goes with it), and so
+on. The prompt is the agent's text form of the chat
+(`role: content` blocks, `<image>` placeholders), which the trainer renders with the student's
+chat template. Segments carry text only: the trainer tokenizes them one segment at a time, so
+the boundaries (and the loss mask) stay exact.
 
-The result is a text-only `Trajectory` (Thyme rows carry no token ids), split into segments the
-way Beacon's agent loop records a Thyme-format episode: generated text up to and including
-`<code>`, the code through `</code>` (kind "code"), the `<sandbox_output>...</sandbox_output>`
-observation with its images, then more generated text. `beacon.train.encode` tokenizes it for
-the student with segment boundaries kept, so observations and images never carry loss.
-
-Choices, and why:
-
-1. The tags come from the `thyme` agent format (one owner per protocol); the code of each call
-   is read by that format's `parse_call` and recorded as an executed `ToolCall`.
-2. The prompt gets the row's own system message if it has one, else `system_prompt` (default:
-   the `thyme` format's tool-mode prompt, so training matches what `beacon eval` shows).
-3. Image paths that do not exist as written are looked up by file name under `image_root`
-   (Thyme's rows hold absolute paths of the authors' machines; its README says to relocate them).
+What is not covered: rows with more than one assistant turn (dropped as `multi_turn_chat`,
+counted), and remote image URLs (download them first, as Thyme's README says).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tqdm import tqdm
+
 from beacon.agent.formats import THYME
-from beacon.images import ImageStore, load_image
+from beacon.data.records import StageSummary, write_jsonl_atomic
+from beacon.images import ImageError, ImageStore, load_image
 from beacon.types import Segment, ToolCall, Trajectory
 
+logger = logging.getLogger(__name__)
+
 IMAGE = "<image>"
-_BLOCK = re.compile(
-    "("
-    + re.escape(THYME.call_open)
-    + ".*?"
-    + re.escape(THYME.call_close)
-    + ")|("
-    + re.escape(THYME.observation_open)
-    + ".*?"
-    + re.escape(THYME.observation_close)
-    + ")",
-    re.S,
-)
+_ROLES = {"human": "user", "gpt": "assistant", "user": "user", "assistant": "assistant"}
+_BLOCKS = re.compile(r"(<code>.*?</code>|<sandbox_output>.*?</sandbox_output>)", re.S)
 
 
-class ThymeRowError(ValueError):
-    """A Thyme row that cannot be converted (placeholders and images disagree, missing image)."""
+class SkipRow(ValueError):
+    """A row that cannot become a trajectory; the message is the summary's drop reason."""
 
 
-def thyme_row_to_trajectory(
-    row: dict[str, Any],
-    store: ImageStore,
-    image_root: str | Path | None = None,
-    system_prompt: str | None = THYME.system_prompt,
-    sample_id: str = "",
-) -> Trajectory:
-    """One Thyme SFT row as a text-only Thyme-format trajectory; images go into `store`."""
-    system, question, response, paths = _fields(row)
-    system = system if system is not None else system_prompt
-    keys = [store.put(load_image(_resolve(p, image_root))) for p in paths]
-    response_images = response.count(IMAGE)
-    prompt_images = len(keys) - response_images
-    if prompt_images < 0 or question.count(IMAGE) > prompt_images:
-        raise ThymeRowError(
-            f"row {sample_id!r}: {question.count(IMAGE)} <image> in the question and "
-            f"{response_images} in the response, but {len(keys)} images"
-        )
-    question = IMAGE * (prompt_images - question.count(IMAGE)) + question
-    prompt_text = (f"system: {system}\n" if system else "") + f"user: {question}"
-    segments = [Segment(role="prompt", text=prompt_text, images=keys[:prompt_images])]
-    calls: list[ToolCall] = []
-    next_image = prompt_images
-    for segment in _response_segments(response):
-        if segment.role == "observation":
-            count = segment.text.count(IMAGE)
-            segment.images = keys[next_image : next_image + count]
-            next_image += count
-            if calls:
-                calls[-1].stdout = _observation_text(segment.text)
-                calls[-1].images = list(segment.images)
-        elif segment.kind == "code":
-            parsed = THYME.parse_call(THYME.call_open + segment.text)
-            calls.append(ToolCall(code=parsed.code or "", executed=True, ok=parsed.error is None))
-        segments.append(segment)
-    span = THYME.answer_span(THYME.without_observations(response))
-    answer = None if span is None else span.strip()
+@dataclass
+class ThymeRow:
+    """One row in the shape-independent form: chat messages and image paths."""
+
+    messages: list[dict[str, str]]
+    images: list[str] = field(default_factory=list)
+    row_id: str | None = None
+
+
+def normalize_row(row: dict[str, Any]) -> ThymeRow:
+    """Any of the three shapes as messages + images (module docstring)."""
+    images = row.get("images", row.get("image")) or []
+    images = [images] if isinstance(images, str) else list(images)
+    row_id = row.get("id")
+    if "messages" in row:
+        messages = [{"role": m["role"], "content": m["content"]} for m in row["messages"]]
+    elif "conversations" in row:
+        messages = [
+            {"role": _ROLES.get(m["from"], m["from"]), "content": m["value"]}
+            for m in row["conversations"]
+        ]
+    elif "question" in row and "response" in row:
+        messages = [
+            {"role": "user", "content": row["question"]},
+            {"role": "assistant", "content": row["response"]},
+        ]
+    else:
+        raise SkipRow("unknown_shape")
+    return ThymeRow(messages, [str(i) for i in images], None if row_id is None else str(row_id))
+
+
+def assistant_segments(text: str) -> list[Segment]:
+    """Thyme assistant text as generated / code / observation segments (module docstring)."""
+    segments: list[Segment] = []
+    pending = ""
+    for piece in _BLOCKS.split(text):
+        if not piece:
+            continue
+        if piece.startswith(THYME.call_open):
+            segments.append(Segment(role="generated", text=pending + THYME.call_open))
+            code = piece[len(THYME.call_open) :]
+            segments.append(Segment(role="generated", text=code, kind="code"))
+            pending = ""
+        elif piece.startswith(THYME.observation_open):
+            if pending.strip():
+                segments.append(Segment(role="generated", text=pending))
+                pending = ""
+            # Whitespace between </code> and <sandbox_output> goes with the observation (no
+            # loss): at inference the observation follows the </code> stop directly.
+            segments.append(Segment(role="observation", text=pending + piece))
+            pending = ""
+        else:
+            pending += piece
+    if pending:
+        segments.append(Segment(role="generated", text=pending))
+    return segments
+
+
+def row_trajectory(row: ThymeRow, store: ImageStore, image_root: Path | None, n: int) -> Trajectory:
+    """One trajectory with its images put into `store`; SkipRow says why not."""
+    roles = [m["role"] for m in row.messages]
+    if roles.count("assistant") != 1 or roles[-1] != "assistant":
+        raise SkipRow("multi_turn_chat" if roles.count("assistant") > 1 else "no_response")
+    prompt_text = "\n".join(f"{m['role']}: {m['content']}" for m in row.messages[:-1])
+    segments = [Segment(role="prompt", text=prompt_text)]
+    segments += assistant_segments(row.messages[-1]["content"])
+    needed = sum(s.text.count(IMAGE) for s in segments)
+    if needed != len(row.images):
+        raise SkipRow("image_count_mismatch")
+    keys = iter([_store_image(store, path, image_root) for path in row.images])
+    for segment in segments:
+        segment.images = [next(keys) for _ in range(segment.text.count(IMAGE))]
+    response = "".join(s.text for s in segments[1:] if s.role == "generated")
+    answer = THYME.final_answer(response)
     return Trajectory(
-        sample_id=sample_id,
+        sample_id=row.row_id or f"thyme-{n}",
         mode="tool",
         format=THYME.name,
         segments=segments,
         final_answer=answer,
         finish_reason="answer" if answer is not None else "stop",
-        tool_calls=calls,
-        metadata={"source": "thyme_sft"},
+        tool_calls=_tool_calls(segments),
+        metadata={"source": "thyme", "row": n},
     )
 
 
-def _fields(row: dict[str, Any]) -> tuple[str | None, str, str, list[str]]:
-    """(system, question, response, image paths) of either row form."""
-    if "messages" in row:
-        by_role: dict[str, str] = {}
-        for message in row["messages"]:
-            by_role.setdefault(message["role"], _text(message["content"]))
-        if "user" not in by_role or "assistant" not in by_role:
-            raise ThymeRowError("a messages row needs a user and an assistant message")
-        return by_role.get("system"), by_role["user"], by_role["assistant"], _paths(row, "images")
-    if "question" not in row or "response" not in row:
-        raise ThymeRowError("a Thyme row needs question + response (or messages)")
-    return None, row["question"], row["response"], _paths(row, "image")
+def _tool_calls(segments: list[Segment]) -> list[ToolCall]:
+    """Each code segment with the observation that follows it (Thyme ran it when recording)."""
+    calls = []
+    for i, segment in enumerate(segments):
+        if segment.kind != "code":
+            continue
+        after = segments[i + 1] if i + 1 < len(segments) else None
+        observed = after is not None and after.role == "observation"
+        stdout = after.text.strip() if observed else ""
+        stdout = stdout.removeprefix(THYME.observation_open).removesuffix(THYME.observation_close)
+        calls.append(
+            ToolCall(
+                code=THYME.parse_call(THYME.call_open + segment.text).code or segment.text,
+                executed=observed,
+                ok=observed,
+                stdout=stdout.replace(IMAGE, "").strip(),
+                images=list(after.images) if observed else [],
+            )
+        )
+    return calls
 
 
-def _paths(row: dict[str, Any], key: str) -> list[str]:
-    value = row.get(key) or row.get("images" if key == "image" else "image") or []
-    return [value] if isinstance(value, str) else list(value)
+def _store_image(store: ImageStore, path: str, image_root: Path | None) -> str:
+    if path.startswith(("http://", "https://")):
+        raise SkipRow("remote_image")
+    full = Path(path)
+    if not full.is_absolute() and image_root is not None:
+        full = image_root / full
+    try:
+        return store.put(load_image(full))
+    except (ImageError, FileNotFoundError, OSError):
+        raise SkipRow("missing_image") from None
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    return "".join(IMAGE if p.get("type") == "image" else p.get("text", "") for p in content)
-
-
-def _response_segments(response: str) -> Iterator[Segment]:
-    """Generated text / code / observation segments, cut as the agent loop cuts them."""
-    at = 0
-    for match in _BLOCK.finditer(response):
-        before = response[at : match.start()]
-        if match.group(1):  # <code>...</code>: the opening tag stays with the text
-            yield Segment(role="generated", text=before + THYME.call_open, kind="text")
-            code = match.group(1)[len(THYME.call_open) :]
-            yield Segment(role="generated", text=code, kind="code")
-        else:
-            if before:
-                yield Segment(role="generated", text=before, kind="text")
-            yield Segment(role="observation", text=match.group(2))
-        at = match.end()
-    if response[at:]:
-        yield Segment(role="generated", text=response[at:], kind="text")
-
-
-def _observation_text(text: str) -> str:
-    body = text[len(THYME.observation_open) : len(text) - len(THYME.observation_close)]
-    return body.replace(IMAGE, "")
-
-
-def _resolve(path: str, image_root: str | Path | None) -> Path:
-    candidate = Path(path)
-    if candidate.exists():
-        return candidate
-    if image_root is not None:
-        for option in (Path(image_root) / path.lstrip("/"), Path(image_root) / candidate.name):
-            if option.exists():
-                return option
-    raise ThymeRowError(
-        f"image {path!r} not found; download the images and pass image_root (the folder that "
-        "holds them)"
-    )
+def read_rows(source: Path) -> Iterator[dict[str, Any]]:
+    """Rows of a .jsonl file or of a .json list."""
+    text = source.read_text(encoding="utf-8")
+    if source.suffix == ".json":
+        data = json.loads(text)
+        yield from data if isinstance(data, list) else [data]
+        return
+    for line in text.splitlines():
+        if line.strip():
+            yield json.loads(line)
 
 
 def import_thyme(
-    rows_path: str | Path,
-    out_path: str | Path,
-    store_dir: str | Path,
-    image_root: str | Path | None = None,
-    system_prompt: str | None = THYME.system_prompt,
-) -> dict[str, int]:
-    """Convert a Thyme SFT JSON/JSONL file to a trajectories JSONL; counts kept and dropped.
+    source: Path, out: Path, image_root: Path | None = None, progress: bool = True
+) -> StageSummary:
+    """Write out/trajectories.jsonl and out/images/ from a Thyme SFT file; return the counts.
 
-    A row that cannot be converted is counted under its error type and skipped.
+    The import is one pass over a local file and is rewritten whole (atomically) on a rerun;
+    images already in the store are not encoded again.
     """
-    store = ImageStore(store_dir)
-    counts = {"kept": 0}
-    text = Path(rows_path).read_text(encoding="utf-8")
-    rows = (
-        json.loads(text)
-        if text.lstrip().startswith("[")
-        else [json.loads(line) for line in text.splitlines() if line.strip()]
-    )
-    with Path(out_path).open("w", encoding="utf-8") as out:
-        for n, row in enumerate(rows):
-            sample_id = str(row.get("id", n))
-            try:
-                traj = thyme_row_to_trajectory(row, store, image_root, system_prompt, sample_id)
-            except (ThymeRowError, ValueError) as exc:
-                reason = type(exc).__name__
-                counts[reason] = counts.get(reason, 0) + 1
-                continue
-            out.write(traj.to_json() + "\n")
-            counts["kept"] += 1
-    return counts
+    store = ImageStore(out / "images")
+    summary = StageSummary(stage="import_thyme")
+    rows = []
+    rows_in = tqdm(read_rows(source), desc="import-thyme", unit="row", disable=not progress)
+    for n, raw in enumerate(rows_in):
+        summary.total += 1
+        try:
+            rows.append(row_trajectory(normalize_row(raw), store, image_root, n).to_json())
+        except SkipRow as exc:
+            summary.drop(str(exc))
+        except (KeyError, TypeError, AttributeError):
+            summary.drop("malformed_row")
+    summary.kept = write_jsonl_atomic(out / "trajectories.jsonl", rows)
+    summary.write(out)
+    logger.info("%s", summary.line())
+    return summary

@@ -80,6 +80,9 @@ class EvalConfig(BaseModel):
     )
     data: dict[str, str] = Field(default_factory=dict, description="benchmark -> local file/folder")
     limit: int | None = Field(None, description="items per benchmark (null: all)")
+    ids: dict[str, list[str]] | None = Field(
+        None, description="benchmark -> sample ids to run (null: every loaded item)"
+    )
     modes: list[Mode] = Field(
         default_factory=lambda: ["tool", "notool"], min_length=1, description="tool and/or notool"
     )

@@ -115,7 +115,10 @@ def work_items(cfg: EvalConfig, done: set[str]) -> Iterator[WorkItem]:
     """Episodes still to run, item by item (all modes and samples of an item together)."""
     for name in cfg.benchmarks:
         bench = get_benchmark(name)
+        wanted = None if cfg.ids is None else set(cfg.ids.get(name, ()))
         for sample in bench.load(path=cfg.data.get(name), limit=cfg.limit, seed=cfg.seed):
+            if wanted is not None and sample.id not in wanted:
+                continue
             question = bench.prompt(sample)
             for mode in cfg.modes:
                 for k in range(cfg.samples):
@@ -364,6 +367,8 @@ def score(bench: Benchmark, trajectory: Trajectory, sample: Sample, judge: Judge
 
 
 def _expected_total(cfg: EvalConfig) -> int | None:
+    if cfg.ids is not None:
+        return sum(len(set(v)) for v in cfg.ids.values()) * len(cfg.modes) * cfg.samples
     if cfg.limit is None:
         return None
     return cfg.limit * len(cfg.benchmarks) * len(cfg.modes) * cfg.samples

@@ -13,7 +13,9 @@ policy to copy answers from a prompt it never sees at test time. It flags a hint
    or the correct option's text as a phrase;
 4. any number in the answer (or a number-word up to 20, or the option text's number), compared
    numerically: "1,000" = "1000" = "1000.0", "1/2" = "0.5", and a percentage also matches its
-   fraction.
+   fraction;
+5. an answer with letters spelled out with separators between its characters ("4 9 E",
+   "4-9-E", "s.t.o.p" for "49E" / "stop"), as a code-reading hint could write it.
 
 What is not covered: paraphrases ("the colour of the sky" for "blue"), arithmetic the hint leaves
 to the reader ("add 40 and 2"), an option named by position ("the second option"), a lower-case
@@ -120,6 +122,9 @@ def leak_reasons(hint: str, answer: str, options: Mapping[str, str] | None = Non
             reasons.append(f"names the correct option {letter!r}")
         if _contains_phrase(norm_hint, normalize_text(option_text)):
             reasons.append(f"contains the correct option's text {option_text!r}")
+    spelled = _spelled_out(answer)
+    if spelled is not None and re.search(spelled, unicodedata.normalize("NFKC", hint), re.I):
+        reasons.append(f"spells out the answer {answer!r}")
     hint_numbers = _numbers(hint)
     for target in targets:
         for value in _numbers(target):
@@ -127,6 +132,14 @@ def leak_reasons(hint: str, answer: str, options: Mapping[str, str] | None = Non
                 reasons.append(f"contains the number {value:g} of the answer")
                 break
     return reasons
+
+
+def _spelled_out(answer: str) -> str | None:
+    """Rule 5: a pattern for the answer's characters with separators between them."""
+    chars = re.sub(r"\s+", "", unicodedata.normalize("NFKC", answer))
+    if not 2 <= len(chars) <= 12 or not chars.isalnum() or chars.isdigit():
+        return None
+    return r"(?<!\w)" + r"[\s\-.,'\"/_]*".join(map(re.escape, chars)) + r"(?!\w)"
 
 
 def hint_leaks(hint: str, answer: str, options: Mapping[str, str] | None = None) -> bool:

@@ -1,0 +1,109 @@
+"""`beacon data ...`: the training-data stages, each resumable, each with a summary.json.
+
+beacon data scripted-expert --port 8011 &          # offline expert for synth (tests, demos)
+beacon data difficulty -c configs/data/synth_tiny.yaml
+beacon data expert     -c configs/data/synth_tiny.yaml
+beacon data hints      -c configs/data/synth_tiny.yaml
+beacon data import-thyme thyme_sft.jsonl --images /data/thyme --out runs/thyme-sft
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+if TYPE_CHECKING:
+    from beacon.data.config import DataConfig
+
+app = typer.Typer(
+    no_args_is_help=True,
+    help="Build training data: pass@k difficulty, expert trajectories, hints, Thyme import.",
+)
+
+CONFIG = typer.Option(None, "--config", "-c", help="YAML data config (configs/data/*.yaml).")
+SET = typer.Option([], "--set", help="Override a setting: a.b=value (repeatable).")
+NO_PROGRESS = typer.Option(False, "--no-progress", help="No progress bar.")
+
+
+def _load(config: Path | None, set_: list[str]) -> DataConfig:
+    from beacon.data.config import DataConfigError, load_data_config
+
+    try:
+        return load_data_config(config, list(set_))
+    except (DataConfigError, FileNotFoundError) as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(2) from None
+
+
+def _run_stage(stage: Callable, config: Path | None, set_: list[str], no_progress: bool) -> None:
+    cfg = _load(config, set_)
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per expert request
+    try:
+        summary = stage(cfg, progress=not no_progress)
+    except (FileNotFoundError, ValueError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(json.dumps(asdict(summary), indent=2))
+
+
+@app.command("difficulty")
+def difficulty(config: Path = CONFIG, set_: list[str] = SET, no_progress: bool = NO_PROGRESS):
+    """Sample the base model K times per item; keep items it solves at most max_correct times."""
+    from beacon.data.stages import run_difficulty
+
+    _run_stage(run_difficulty, config, set_, no_progress)
+
+
+@app.command("expert")
+def expert(config: Path = CONFIG, set_: list[str] = SET, no_progress: bool = NO_PROGRESS):
+    """The expert solves the selected items in tool mode; verified ones form the SFT set."""
+    from beacon.data.stages import run_expert
+
+    _run_stage(run_expert, config, set_, no_progress)
+
+
+@app.command("hints")
+def hints(config: Path = CONFIG, set_: list[str] = SET, no_progress: bool = NO_PROGRESS):
+    """Answer-free hints from the verified expert trajectories; leaking hints are rejected."""
+    from beacon.data.hints import run_hints
+
+    _run_stage(run_hints, config, set_, no_progress)
+
+
+@app.command("scripted-expert")
+def scripted_expert(
+    seed: int = typer.Option(0, "--seed", help="The synth seed of the pool (pool.seed)."),
+    count: int = typer.Option(100, "--count", help="Synth items it knows: 0..count-1."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Interface to listen on."),
+    port: int = typer.Option(8011, "--port", help="TCP port."),
+) -> None:
+    """Serve the scripted synth expert (ground truth, not a model) over the OpenAI API."""
+    import uvicorn
+
+    from beacon.data.scripted import ScriptedSynthExpert, create_scripted_app
+
+    app_ = create_scripted_app(ScriptedSynthExpert(seed=seed, count=count))
+    uvicorn.run(app_, host=host, port=port, log_level="warning")
+
+
+@app.command("import-thyme")
+def import_thyme_command(
+    source: Path = typer.Argument(..., help="Thyme SFT file (.jsonl or .json list)."),
+    images: Path = typer.Option(None, "--images", help="Folder relative image paths start in."),
+    out: Path = typer.Option(..., "--out", help="Output folder (trajectories.jsonl, images/)."),
+    no_progress: bool = NO_PROGRESS,
+) -> None:
+    """Convert Thyme's public SFT format into Beacon trajectories the SFT trainer reads."""
+    from beacon.data.thyme import import_thyme
+
+    if not source.exists():
+        typer.echo(f"error: {source} does not exist", err=True)
+        raise typer.Exit(2)
+    summary = import_thyme(source, out, image_root=images, progress=not no_progress)
+    typer.echo(json.dumps(asdict(summary), indent=2))
