@@ -26,8 +26,9 @@ def test_refined_trajectories_keep_code_and_outputs(tmp_path, scripted_server):
     summary = run_expert(cfg, progress=False)
     assert summary.kept == POOL and summary.extra["refined"] == POOL
     assert summary.extra["refine_rejected"] == {}
-    plain = read(tmp_path / "plain" / "expert" / "verified.jsonl")
-    refined = read(tmp_path / "refined" / "expert" / "verified.jsonl")
+    # episodes finish in any order: pair them by item
+    plain = sorted(read(tmp_path / "plain" / "expert" / "verified.jsonl"), key=_item)
+    refined = sorted(read(tmp_path / "refined" / "expert" / "verified.jsonl"), key=_item)
     for before, after in zip(plain, refined, strict=True):
         assert after.metadata["refined"]
         assert [(s.role, s.kind) for s in after.segments] == [
@@ -71,3 +72,7 @@ def test_rewrites_that_break_the_rules_are_refused():
     assert check_rewrite(traj, wrong, sample).reason == "answer_changed"
     new = apply_steps(traj, ["Crop.", "<answer>x</answer>"])
     assert new.segments[1].text == "Crop.\n<code>" and new.segments[2] == traj.segments[2]
+
+
+def _item(trajectory):
+    return trajectory.sample_id

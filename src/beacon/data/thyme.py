@@ -159,13 +159,22 @@ def _tool_calls(segments: list[Segment]) -> list[ToolCall]:
 def _store_image(store: ImageStore, path: str, image_root: Path | None) -> str:
     if path.startswith(("http://", "https://")):
         raise SkipRow("remote_image")
-    full = Path(path)
-    if not full.is_absolute() and image_root is not None:
-        full = image_root / full
     try:
-        return store.put(load_image(full))
+        return store.put(load_image(_locate(Path(path), image_root)))
     except (ImageError, FileNotFoundError, OSError):
         raise SkipRow("missing_image") from None
+
+
+def _locate(path: Path, image_root: Path | None) -> Path:
+    """Where a row's image is: under `image_root` for a relative path; for an absolute path of
+    the machine that recorded the data (Thyme's rows name `/mllm_hdd/...`), the path itself if
+    it exists, else the same path under `image_root`, else its file name there."""
+    if image_root is None or (path.is_absolute() and path.exists()):
+        return path
+    if not path.is_absolute():
+        return image_root / path
+    under = image_root / path.relative_to(path.anchor)
+    return under if under.exists() else image_root / path.name
 
 
 def read_rows(source: Path) -> Iterator[dict[str, Any]]:
