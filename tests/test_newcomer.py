@@ -5,6 +5,7 @@ folder. A config error with one problem is one line; with several, one line per 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,7 @@ from beacon.eval.config import EvalConfig
 from beacon.eval.runner import check_run_folder
 
 SRC = Path(__file__).resolve().parents[1] / "src"
+INFO_LOG = re.compile(r"^\d{4}-\d\d-\d\d [\d:,]+ (DEBUG|INFO) ")  # progress logs, not errors
 
 
 def beacon(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
@@ -73,6 +75,9 @@ BAD_INPUTS = [
     (["run", "--image", "corrupt.png", "--question", "q"], "cannot be read as an image"),
     (["run", "--image", "ok.png", "--question", "q", "--mode", "x"], "tool or notool"),
     (["run", "--image", "ok.png", "--question", "q", "--model", "/missing/dir"], "no such folder"),
+    (["sandbox", "run", "--image", "nope.png", "--code", "crop.py"], "nope.png"),
+    (["sandbox", "run", "--image", "corrupt.png", "--code", "crop.py"], "cannot decode"),
+    (["sandbox", "run", "--image", "ok.png", "--code", "nope.py"], "nope.py"),
     (["report", "."], "no samples.jsonl"),
     (["report"], "Missing argument"),
     (["nosuchcommand"], "No such command"),
@@ -85,7 +90,7 @@ def test_bad_input_gets_one_clear_line(workdir: Path, args: list[str], fragment:
     done = beacon(args, workdir)
     assert done.returncode != 0
     assert "Traceback" not in done.stderr, done.stderr
-    lines = done.stderr.strip().splitlines()
+    lines = [line for line in done.stderr.strip().splitlines() if not INFO_LOG.match(line)]
     assert len(lines) == 1, done.stderr
     assert fragment in lines[0], lines[0]
     assert snapshot(workdir) == before, "a refused command must leave no run folder behind"

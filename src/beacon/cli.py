@@ -3,8 +3,9 @@
 Sub-command modules import their heavy dependencies (torch, transformers) inside the command
 functions, so `beacon --help` stays fast.
 
-One error path (`main`): a usage mistake, a config error, or a `beacon.errors.UserError` raised
-anywhere below prints one line on stderr (a config error with several problems lists each on its
+One error path (`main`): a usage mistake, a config error, a `beacon.errors.UserError` raised
+anywhere below, or an input file that is missing, unreadable or not an image prints one line on
+stderr (a config error with several problems lists each on its
 own line) and exits with status 2; Ctrl-C says how to resume and exits with 130. Anything else
 is a bug and keeps its traceback.
 """
@@ -26,6 +27,7 @@ from beacon.data import cli as data_cli
 from beacon.engines import cli as engines_cli
 from beacon.errors import UserError
 from beacon.eval import cli as eval_cli
+from beacon.images import ImageError
 from beacon.sandbox import cli as sandbox_cli
 from beacon.train import cli as train_cli
 
@@ -76,6 +78,11 @@ app.command("eval", epilog=eval_cli.EVAL_EPILOG)(eval_cli.eval_command)
 app.command("report")(eval_cli.report_command)
 
 
+# A file the user named that is missing, unreadable or not an image: their input, not our bug.
+_BAD_INPUT_FILE = (ImageError, FileNotFoundError, IsADirectoryError, NotADirectoryError,
+                   PermissionError)  # fmt: skip
+
+
 def error_line(exc: BaseException) -> str:
     """The one line (or, for several config problems, one line per problem) a user sees."""
     if isinstance(exc, ConfigError) and len(exc.problems) == 1:
@@ -98,7 +105,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             sys.exit(2)
         typer.echo(error_line(exc), err=True)
         sys.exit(2)
-    except (ConfigError, UserError) as exc:
+    except (ConfigError, UserError, *_BAD_INPUT_FILE) as exc:
         typer.echo(error_line(exc), err=True)
         sys.exit(2)
     except (KeyboardInterrupt, typer.Abort):

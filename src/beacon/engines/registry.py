@@ -88,7 +88,7 @@ def check_model(cfg: EngineConfig) -> None:
                 f'(org/name), or "{TINY_MODEL}" for the built-in tiny model'
             )
         return
-    if not _hub_cached(model) and not _hub_reachable():
+    if _cached_snapshot(model) is None and not _hub_reachable():
         raise UserError(
             f"engine.model={model}: not in the local Hugging Face cache, and the hub cannot be "
             "reached (offline, or HF_HUB_OFFLINE=1); download it on a connected machine, or "
@@ -96,17 +96,27 @@ def check_model(cfg: EngineConfig) -> None:
         )
 
 
-def _hub_cached(repo_id: str) -> bool:
+def _local_tokenizer_source(model: str) -> str | None:
+    """The served model's processor, when its name is a local folder or a cached hub id.
+
+    Without it the openai engine has no token ids (docs/engines.md: text-only). Never downloads.
+    """
+    path = Path(model).expanduser()
+    if path.is_dir():
+        return str(path)
+    if model.count("/") == 1 and not model.startswith((".", "/")):
+        return _cached_snapshot(model)
+    return None
+
+
+def _cached_snapshot(repo_id: str) -> str | None:
+    """The local folder of a cached hub model, or None (not cached, or not a repo id)."""
     from huggingface_hub import snapshot_download
-    from huggingface_hub.errors import LocalEntryNotFoundError
 
     try:
-        snapshot_download(repo_id, local_files_only=True)
-    except LocalEntryNotFoundError:
-        return False
-    except Exception:  # not a valid repo id, say: the engine's own error is clearer
-        return True
-    return True
+        return snapshot_download(repo_id, local_files_only=True)
+    except Exception:  # LocalEntryNotFoundError, or an id the hub would reject anyway
+        return None
 
 
 def _hub_reachable(timeout_s: float = 3.0) -> bool:
@@ -159,10 +169,11 @@ def _openai(model: str, **kwargs: Any) -> Engine:
 
 def _openai_options(cfg: EngineConfig) -> dict[str, Any]:
     tokenizer = None
-    if cfg.tokenizer:
+    source = cfg.tokenizer or _local_tokenizer_source(cfg.model)
+    if source:
         from beacon.engines.tokenizer import HFTokenizer
 
-        tokenizer = HFTokenizer.from_pretrained(cfg.tokenizer)
+        tokenizer = HFTokenizer.from_pretrained(source)
     return {
         "base_url": cfg.base_url,
         "api_key": cfg.api_key,
