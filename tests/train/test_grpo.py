@@ -32,6 +32,14 @@ WORKER = Path(__file__).with_name("grpo_worker.py")
 KEYS = ("step", "loss", "grad_norm", "rl/reward_mean", "rl/accuracy", "rl/groups_kept")
 
 
+@pytest.mark.parametrize(
+    "path", sorted((ROOT / "configs/train").glob("grpo_*.yaml")), ids=lambda p: p.name
+)
+def test_shipped_grpo_configs_validate(path: Path) -> None:
+    assert ":GRPOConfig" in path.read_text().splitlines()[0]
+    assert isinstance(load_train_config(GRPOConfig, path), GRPOConfig)
+
+
 def test_shipped_config_loads_and_errors_name_the_setting() -> None:
     cfg = load_train_config(GRPOConfig, ROOT / "configs/train/grpo_tiny.yaml")
     assert cfg.rl.hgce.enabled and cfg.rl.reward == "naar"
