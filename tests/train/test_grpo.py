@@ -193,3 +193,12 @@ def test_grpo_kill_and_resume_repeats_the_uninterrupted_run(
 
     run_grpo(GRPOConfig.model_validate(grpo_settings(killed)), resume=True)
     assert _metrics(killed) == _metrics(straight)
+
+
+def test_script_choice_allows_only_script_continuations() -> None:
+    from beacon.train.rollout_script import next_script_tokens
+
+    scripts = [[5, 6, 7], [5, 8], [9]]
+    assert next_script_tokens([1, 2], scripts) == [5, 9]  # nothing begun: any script's start
+    assert next_script_tokens([1, 5], scripts) == [6, 8]  # both scripts starting with 5 go on
+    assert next_script_tokens([5, 6], scripts) == [7]
