@@ -14,8 +14,12 @@ Exact resume: the prompts of step s are the seeded stream position `samples_seen
 engine gets the restored weights before the first rollout; so a resumed run repeats the
 uninterrupted run's rollouts, rewards and losses.
 
-What is not covered (see docs/train.md): several trainer processes, rollout servers with weight
-push, a reference model for the KL term, LoRA, expert-generated hints.
+Rollouts run on an in-process `hf` engine, or on the `beacon serve` processes of
+`rollout.servers` (`train.weight_sync`: requests spread over them, weights pushed after every
+optimizer step).
+
+What is not covered (see docs/train.md): several trainer processes, vLLM servers, a reference
+model for the KL term, LoRA, expert-generated hints.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,6 +50,7 @@ class GRPOParts:
 
     loop_parts: loop.LoopParts
     engine: Any
+    push: Callable[[dict[str, Any]], None]
     rollouts: Rollouts
     hints: HintSource
     samples: list[Sample]
@@ -62,10 +68,10 @@ class Rescue:
 
 
 def sync_weights(parts: GRPOParts) -> float:
-    """Copy the trainer's weights into the rollout engine; the seconds it took."""
+    """Copy the trainer's weights into the rollout engine(s); the seconds it took."""
     start = time.perf_counter()
     accelerator = parts.loop_parts.accelerator
-    parts.engine.load_weights(accelerator.unwrap_model(parts.loop_parts.model).state_dict())
+    parts.push(accelerator.unwrap_model(parts.loop_parts.model).state_dict())
     return time.perf_counter() - start
 
 
@@ -177,7 +183,6 @@ def build_parts(cfg: GRPOConfig, accelerator: Any, run_dir: Path, stack: Any) ->
 
     from beacon.agent.loop import AgentLoop
     from beacon.benchmarks import get_benchmark
-    from beacon.engines.hf import HFEngine
     from beacon.images import ImageStore
     from beacon.sandbox import Sandbox
     from beacon.train.collate import PixelCache, collate
@@ -190,9 +195,7 @@ def build_parts(cfg: GRPOConfig, accelerator: Any, run_dir: Path, stack: Any) ->
     )
     if not samples:
         raise ValueError(f"rollout.benchmark={bench.name} gave no samples; check rollout.path")
-    engine = HFEngine(
-        cfg.model.path, device=str(accelerator.device), batch_size=cfg.rollout.engine_batch_size
-    )
+    engine, push = rollout_engine(cfg, str(accelerator.device))
     stack.callback(engine.close)
     sandbox = stack.enter_context(Sandbox(cfg.sandbox))
     store = ImageStore(run_dir / "images")
@@ -224,6 +227,7 @@ def build_parts(cfg: GRPOConfig, accelerator: Any, run_dir: Path, stack: Any) ->
     return GRPOParts(
         loop_parts=loop_parts,
         engine=engine,
+        push=push,
         rollouts=Rollouts(
             agent, bench, cfg.rollout.group_size, cfg.train.seed, cfg.rollout.concurrency
         ),
@@ -234,6 +238,32 @@ def build_parts(cfg: GRPOConfig, accelerator: Any, run_dir: Path, stack: Any) ->
             rows, tokenizer.pad_token_id, tokenizer.image_token_id, pixels
         ),
     )
+
+
+def rollout_engine(cfg: GRPOConfig, device: str) -> tuple[Any, Callable[[dict[str, Any]], None]]:
+    """The engine rollouts run on, and how new weights reach it."""
+    if not cfg.rollout.servers:
+        from beacon.engines.hf import HFEngine
+
+        engine = HFEngine(cfg.model.path, device=device, batch_size=cfg.rollout.engine_batch_size)
+        return engine, engine.load_weights
+    from beacon.engines.openai import OpenAIEngine
+    from beacon.engines.tokenizer import HFTokenizer
+    from beacon.train.weight_sync import SpreadEngine, push_weights, weights_payload
+
+    tokenizer = HFTokenizer.from_pretrained(cfg.model.path)
+    engines = [
+        OpenAIEngine(
+            base_url=url,
+            model=cfg.rollout.server_model,
+            tokenizer=tokenizer,
+            concurrency=cfg.rollout.concurrency,
+            timeout_s=cfg.rollout.server_timeout_s,
+        )
+        for url in cfg.rollout.servers
+    ]
+    servers, timeout = cfg.rollout.servers, cfg.rollout.server_timeout_s
+    return SpreadEngine(engines), lambda sd: push_weights(servers, weights_payload(sd), timeout)
 
 
 def resolve_model(cfg: GRPOConfig) -> GRPOConfig:

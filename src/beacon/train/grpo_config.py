@@ -32,6 +32,14 @@ class RolloutConfig(_Strict):
     group_size: int = Field(8, ge=1, description="G: responses sampled per prompt.")
     concurrency: int = Field(32, ge=1, description="Episodes in flight in the agent loop.")
     engine_batch_size: int = Field(16, ge=1, description="In-process hf engine: rows per batch.")
+    servers: list[str] = Field(
+        default_factory=list,
+        description="Base URLs (ending in /v1) of `beacon serve` processes to roll out on, "
+        "requests spread over them, new weights pushed to each after every step; empty: an "
+        "in-process hf engine.",
+    )
+    server_model: str = Field("beacon", description="Served model name of the servers.")
+    server_timeout_s: float = Field(300.0, gt=0, description="Per-request timeout on servers.")
     hints: str | None = Field(
         None,
         description="HGCE hint cache: JSONL of {benchmark, sample_id, hint} rows (the data "
