@@ -112,3 +112,41 @@ def test_grpo_on_two_servers_pushes_the_new_weights(tiny_model_path: Path, tmp_p
             proc.terminate()
         for proc in procs:
             proc.wait(timeout=30)
+
+
+class _Engine:
+    """A stand-in engine: generation is never called; `load_weights` records what came."""
+
+    name = "fake"
+    tokenizer = None
+    batch_size = 1
+
+    def __init__(self, accepts: bool) -> None:
+        self.received: dict[str, torch.Tensor] = {}
+        if accepts:
+            self.load_weights = self._load
+
+    def _load(self, tensors: dict[str, torch.Tensor]) -> int:
+        self.received = dict(tensors)
+        return len(tensors)
+
+    def generate(self, requests):  # pragma: no cover - not called
+        raise NotImplementedError
+
+
+def test_update_weights_endpoint_takes_safetensors_and_refuses_the_rest() -> None:
+    from fastapi.testclient import TestClient
+
+    from beacon.engines.serve import create_app
+    from beacon.train.weight_sync import weights_payload
+
+    weight = torch.arange(6, dtype=torch.float32).reshape(2, 3)
+    state = {"a.weight": weight, "tied.weight": weight}  # shared storage travels as two entries
+    engine = _Engine(accepts=True)
+    with TestClient(create_app(engine)) as client:
+        reply = client.post("/beacon/update_weights", content=weights_payload(state))
+        assert reply.status_code == 200 and reply.json() == {"updated": 2}
+        assert torch.equal(engine.received["tied.weight"], weight)
+        assert client.post("/beacon/update_weights", content=b"not tensors").status_code == 400
+    with TestClient(create_app(_Engine(accepts=False))) as client:
+        assert client.post("/beacon/update_weights", content=b"").status_code == 501
