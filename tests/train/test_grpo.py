@@ -22,7 +22,7 @@ from beacon.train.config import TrainConfigError, load_train_config
 from beacon.train.grpo import build_parts, resolve_model, run_grpo, sync_weights
 from beacon.train.grpo_config import GRPOConfig
 from beacon.train.metrics import read_metrics
-from beacon.train.policy import hinted_old_logprobs, policy_rows, policy_update
+from beacon.train.policy import StepTotals, hinted_old_logprobs, policy_rows, policy_update
 from beacon.train.rollout import read_hints, synth_region_hint
 
 from .grpo_helpers import choice_processor, grpo_settings
@@ -123,8 +123,10 @@ def test_hgce_ratio_uses_hinted_old_and_unhinted_new_logprobs(tmp_path: Path) ->
         rows = policy_rows(trajs, [1.0] * len(trajs), parts.tokenizer)
         lp = parts.loop_parts
         old = hinted_old_logprobs(lp.model, rows, trajs, parts.collate, lp.accelerator.device)
+        tokens = sum(r.encoded.num_loss_tokens for r in rows)
+        totals = StepTotals(sequences=len(rows), loss_tokens=tokens)
         update = policy_update(
-            lp.accelerator, lp.model, rows, old, parts.collate, cfg.rl.loss, 100_000
+            lp.accelerator, lp.model, rows, old, parts.collate, cfg.rl.loss, 100_000, totals
         )
         lp.optimizer.zero_grad()
 

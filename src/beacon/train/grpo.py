@@ -18,7 +18,10 @@ Rollouts run on an in-process `hf` engine, or on the `beacon serve` processes of
 `rollout.servers` (`train.weight_sync`: requests spread over them, weights pushed after every
 optimizer step).
 
-What is not covered (see docs/train.md): several trainer processes, vLLM servers, a reference
+Under `accelerate launch` each process rolls out `prompts_per_step / processes` prompts on its
+own engine; outcomes are gathered so that all score the same groups (`gather_outcomes`).
+
+What is not covered (see docs/train.md): vLLM servers, a reference
 model for the KL term, LoRA, expert-generated hints.
 """
 
@@ -28,16 +31,25 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+
+import torch
 
 from beacon.train import loop
 from beacon.train.checkpoint import TrainState
 from beacon.train.grpo_config import GRPOConfig
 from beacon.train.metrics import MetricsLogger, StepStats, step_metrics
-from beacon.train.policy import Collate, hinted_old_logprobs, policy_rows, policy_update
-from beacon.train.rollout import Group, HintSource, Rollouts, RolloutTimes
+from beacon.train.policy import (
+    Collate,
+    StepTotals,
+    hinted_old_logprobs,
+    policy_rows,
+    policy_update,
+    reduce_update,
+)
+from beacon.train.rollout import Group, HintSource, Rollouts, RolloutTimes, gather_outcomes
 from beacon.train.rundir import check_run_dir, write_config
 from beacon.types import Sample
 
@@ -105,37 +117,54 @@ def rescue(
 def grpo_step(
     parts: GRPOParts, cfg: GRPOConfig, state: TrainState
 ) -> tuple[TrainState, dict[str, Any]]:
-    """One GRPO step: rollouts, HGCE, scoring, update, weight sync; its metrics dict."""
+    """One GRPO step: rollouts, HGCE, scoring, update, weight sync; its metrics dict.
+
+    Each process rolls out its share of the step's prompts; the group outcomes of all
+    processes are gathered, so every process scores the same groups (advantages are per group)
+    and trains its own kept responses.
+    """
     from beacon.rl import score_groups
 
     start = time.perf_counter()
     lp = parts.loop_parts
+    acc = lp.accelerator
     take = cfg.rollout.prompts_per_step
     indices = loop.step_indices(state.samples_seen, take, len(parts.samples), cfg.train.seed)
-    groups, times = parts.rollouts.groups([parts.samples[i] for i in indices], state.step)
+    mine = loop.my_share(indices, acc)
+    groups, times = parts.rollouts.groups([parts.samples[i] for i in mine], state.step)
     hgce = Rescue(groups=[])
     if cfg.rl.hgce.enabled:
         hgce, hinted_times = rescue(parts, cfg, groups, state.step)
         times.add(hinted_times)
-    everything = groups + hgce.groups
-    scores = score_groups([g.outcomes() for g in everything], cfg.rl)
-    trajectories = [t for g in everything for t in g.trajectories]
-    kept = [i for i, keep in enumerate(scores.keep) if keep]
+    local = groups + hgce.groups
+    outcomes, offset = gather_outcomes(acc, [g.outcomes() for g in local])
+    scores = score_groups(outcomes, cfg.rl)
+    trajectories = [t for g in local for t in g.trajectories]
+    kept = [i for i in range(len(trajectories)) if scores.keep[offset + i]]
     kept_trajs = [trajectories[i] for i in kept]
-    rows = policy_rows(kept_trajs, scores.advantages[kept].tolist(), parts.tokenizer)
+    rows = policy_rows(
+        kept_trajs, scores.advantages[[offset + i for i in kept]].tolist(), parts.tokenizer
+    )
+    if not rows:  # join the gradient all-reduce with a row that adds nothing
+        kept_trajs = trajectories[:1]
+        rows = [replace(r, weight=0) for r in policy_rows(kept_trajs, [0.0], parts.tokenizer)]
+    local_tokens = torch.tensor([sum(r.encoded.num_loss_tokens * r.weight for r in rows)])
+    totals = StepTotals(sum(scores.keep), int(acc.reduce(local_tokens.to(acc.device), "sum")[0]))
     lr = lp.scheduler.get_last_lr()[0]
     old_start = time.perf_counter()
-    old = hinted_old_logprobs(lp.model, rows, kept_trajs, parts.collate, lp.accelerator.device)
+    old = hinted_old_logprobs(lp.model, rows, kept_trajs, parts.collate, acc.device)
     old_s = time.perf_counter() - old_start
     update = policy_update(
-        lp.accelerator,
+        acc,
         lp.model,
         rows,
         old,
         parts.collate,
         cfg.rl.loss,
         cfg.train.max_tokens_per_microbatch,
+        totals,
     )
+    update = reduce_update(acc, update)
     optimizer_start = time.perf_counter()
     grad_norm = loop.optimizer_step(lp, cfg.train.max_grad_norm)
     optimizer_s = time.perf_counter() - optimizer_start
@@ -143,10 +172,11 @@ def grpo_step(
     state = TrainState(step=state.step + 1, samples_seen=state.samples_seen + take)
     seconds = time.perf_counter() - start
     timed = times.episodes_s + times.scoring_s + old_s + update.update_s + optimizer_s + sync_s
+    hints = acc.reduce(torch.tensor([hgce.no_hint, hgce.leaking], device=acc.device), "sum")
     extra = {
         **{f"rl/{k}": v for k, v in scores.stats.as_dict().items()},
-        "rl/hint_missing": hgce.no_hint,
-        "rl/hint_refused": hgce.leaking,
+        "rl/hint_missing": int(hints[0]),
+        "rl/hint_refused": int(hints[1]),
         "rl/clip_frac": update.clip_frac,
         "rl/ratio_mean": update.ratio_mean,
         "rl/ratio_max": update.ratio_max,
@@ -187,6 +217,7 @@ def build_parts(cfg: GRPOConfig, accelerator: Any, run_dir: Path, stack: Any) ->
     from beacon.sandbox import Sandbox
     from beacon.train.collate import PixelCache, collate
     from beacon.train.sft import load_model, save_model
+    from beacon.train.weight_sync import rollout_engine
 
     set_seed(cfg.train.seed)
     bench = get_benchmark(cfg.rollout.benchmark)
@@ -240,32 +271,6 @@ def build_parts(cfg: GRPOConfig, accelerator: Any, run_dir: Path, stack: Any) ->
     )
 
 
-def rollout_engine(cfg: GRPOConfig, device: str) -> tuple[Any, Callable[[dict[str, Any]], None]]:
-    """The engine rollouts run on, and how new weights reach it."""
-    if not cfg.rollout.servers:
-        from beacon.engines.hf import HFEngine
-
-        engine = HFEngine(cfg.model.path, device=device, batch_size=cfg.rollout.engine_batch_size)
-        return engine, engine.load_weights
-    from beacon.engines.openai import OpenAIEngine
-    from beacon.engines.tokenizer import HFTokenizer
-    from beacon.train.weight_sync import SpreadEngine, push_weights, weights_payload
-
-    tokenizer = HFTokenizer.from_pretrained(cfg.model.path)
-    engines = [
-        OpenAIEngine(
-            base_url=url,
-            model=cfg.rollout.server_model,
-            tokenizer=tokenizer,
-            concurrency=cfg.rollout.concurrency,
-            timeout_s=cfg.rollout.server_timeout_s,
-        )
-        for url in cfg.rollout.servers
-    ]
-    servers, timeout = cfg.rollout.servers, cfg.rollout.server_timeout_s
-    return SpreadEngine(engines), lambda sd: push_weights(servers, weights_payload(sd), timeout)
-
-
 def resolve_model(cfg: GRPOConfig) -> GRPOConfig:
     """`model.path: tiny` is the built-in tiny Qwen2-VL (built on first use)."""
     from beacon.engines.registry import TINY_MODEL
@@ -285,14 +290,17 @@ def run_grpo(cfg: GRPOConfig, resume: bool = False) -> TrainState:
 
     cfg = resolve_model(cfg)
     accelerator = make_accelerator(cfg)
-    if accelerator.num_processes > 1:
+    if cfg.rollout.prompts_per_step % accelerator.num_processes:
         raise ValueError(
-            f"beacon train grpo runs on one process (got {accelerator.num_processes}); launch it "
-            "without accelerate's multi-process settings"
+            f"rollout.prompts_per_step={cfg.rollout.prompts_per_step} is not divisible by the "
+            f"{accelerator.num_processes} processes; set it to a multiple of the process count"
         )
     run_dir = Path(cfg.train.output_dir)
     check_run_dir(run_dir, cfg, resume)
-    write_config(run_dir, cfg)
+    accelerator.wait_for_everyone()
+    if accelerator.is_main_process:
+        write_config(run_dir, cfg)
+    accelerator.wait_for_everyone()
     with contextlib.ExitStack() as stack:
         parts = build_parts(cfg, accelerator, run_dir, stack)
         lp = parts.loop_parts
@@ -300,7 +308,7 @@ def run_grpo(cfg: GRPOConfig, resume: bool = False) -> TrainState:
         sync_weights(parts)  # the engine samples with the (restored) trainer weights
         metrics_log = MetricsLogger(
             run_dir,
-            enabled=True,
+            enabled=accelerator.is_main_process,
             total_steps=cfg.train.max_steps,
             start_step=state.step,
             tensorboard=cfg.train.tensorboard,

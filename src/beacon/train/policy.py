@@ -15,13 +15,16 @@ Old log-probs are recomputed under the training forward at T = 1, never taken fr
    π_old(o_t | q + hint, o_<t) (beacon.md §4 step 4).
 
 The loss is `grpo_loss` with `normalizer` = the step's sequence count (sequence_mean) or
-generated-token count (token_mean), so micro-batch losses add up to the step's loss.
+generated-token count (token_mean) over all processes, so micro-batch and per-process losses
+add up to the step's loss; each process scales its backward by the process count because DDP
+averages gradients (as `train.loop.forward_backward` does).
 
-What is not covered: several processes (the recipe refuses them), several updates per batch.
+What is not covered: several updates per rollout batch.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -30,6 +33,7 @@ from typing import Any
 import torch
 
 from beacon.rl import (
+    GRPOLossOutput,
     LossConfig,
     aggregate,
     align_old_logprobs,
@@ -47,16 +51,33 @@ Collate = Callable[[list[EncodedTrajectory]], ModelBatch]
 
 @dataclass
 class PolicyRow:
-    """One kept response: what trains, what it was sampled after (HGCE only), its advantage."""
+    """One kept response: what trains, what it was sampled after (HGCE only), its advantage.
+
+    `weight` is 1, or 0 for the placeholder row of a process that has nothing to train (it
+    joins the gradient all-reduce and adds nothing).
+    """
 
     encoded: EncodedTrajectory
     sampling: EncodedTrajectory | None
     advantage: float
+    weight: int = 1
+
+
+@dataclass
+class StepTotals:
+    """Counts of the whole step over all processes: the loss's normaliser."""
+
+    sequences: int
+    loss_tokens: int
+
+    def normalizer(self, aggregation: str) -> float:
+        count = self.sequences if aggregation == "sequence_mean" else self.loss_tokens
+        return float(max(count, 1))
 
 
 @dataclass
 class UpdateResult:
-    """Sums and token-weighted means of one update (0 everywhere when nothing trained)."""
+    """This process's share of one update (sums; means weighted by the step's token count)."""
 
     loss: float = 0.0
     sequences: int = 0
@@ -70,6 +91,15 @@ class UpdateResult:
     kl: float = 0.0  # k3 estimate of KL(π_old || π_θ) per generated token (HGCE rows only > 0)
     old_logprobs_s: float = 0.0
     update_s: float = 0.0
+
+
+@dataclass
+class MicroLoss:
+    """One micro-batch's loss output, its share of the step's KL(π_old || π_θ), its batch."""
+
+    out: GRPOLossOutput
+    kl: torch.Tensor
+    batch: ModelBatch
 
 
 def policy_rows(
@@ -117,44 +147,110 @@ def policy_update(
     collate_fn: Collate,
     loss_cfg: LossConfig,
     max_tokens_per_microbatch: int,
+    totals: StepTotals,
 ) -> UpdateResult:
-    """Accumulate the gradient of the clipped GRPO loss over `rows` (no optimizer step)."""
+    """Accumulate the gradient of the clipped GRPO loss over this process's `rows` (no
+    optimizer step). DDP averages gradients over processes, so each backward is scaled by the
+    process count; gradients synchronise on the last micro-batch only."""
     start = time.perf_counter()
-    result = UpdateResult(sequences=len(rows))
+    result = UpdateResult(sequences=sum(r.weight for r in rows))
     if not rows:
         return result
-    result.loss_tokens = sum(r.encoded.num_loss_tokens for r in rows)
-    normalizer = len(rows) if loss_cfg.aggregation == "sequence_mean" else result.loss_tokens
+    result.loss_tokens = sum(r.encoded.num_loss_tokens * r.weight for r in rows)
+    normalizer = totals.normalizer(loss_cfg.aggregation)
     plan = plan_buckets([len(r.encoded) for r in rows], max_tokens_per_microbatch)
-    for indices in plan:
-        batch = collate_fn([rows[i].encoded for i in indices]).to(accelerator.device)
-        logp = token_logprobs(model(**batch.model_inputs()).logits.float(), batch.input_ids)
-        old = logp.detach().clone()
-        for j, i in enumerate(indices):
-            if i in old_hinted:
-                old[j, : old_hinted[i].shape[0]] = old_hinted[i].to(old.device)
-        mask = (batch.labels != IGNORE_INDEX).to(logp.dtype)
-        adv = torch.tensor([rows[i].advantage for i in indices], device=logp.device)
-        out = grpo_loss(
-            logp,
-            old,
-            adv,
-            mask,
-            clip_eps=loss_cfg.clip_eps,
-            clip_eps_high=loss_cfg.clip_eps_high,
-            aggregation=loss_cfg.aggregation,
-            normalizer=normalizer,
-        )
-        accelerator.backward(out.loss)
-        weight = out.num_tokens / max(result.loss_tokens, 1)
-        result.loss += float(out.loss.detach())
-        result.clip_frac += float(out.clip_frac) * weight
-        result.ratio_mean += float(out.ratio_mean) * weight
-        kl = k3_kl(logp.detach(), old)
-        result.kl += float(aggregate(kl, mask, "token_mean", normalizer=result.loss_tokens))
-        result.ratio_max = max(result.ratio_max, float(out.ratio_max))
-        result.tokens += batch.num_tokens
-        result.padded_tokens += batch.input_ids.numel()
+    for n, indices in enumerate(plan):
+        last = n == len(plan) - 1
+        with contextlib.nullcontext() if last else accelerator.no_sync(model):
+            micro = _microbatch_loss(
+                accelerator,
+                model,
+                [rows[i] for i in indices],
+                [old_hinted.get(i) for i in indices],
+                collate_fn,
+                loss_cfg,
+                normalizer,
+                totals.loss_tokens,
+            )
+            accelerator.backward(micro.out.loss * accelerator.num_processes)
+        weight = micro.out.num_tokens / max(totals.loss_tokens, 1)
+        result.loss += float(micro.out.loss.detach())
+        result.clip_frac += float(micro.out.clip_frac) * weight
+        result.ratio_mean += float(micro.out.ratio_mean) * weight
+        result.kl += float(micro.kl)
+        if micro.out.num_tokens:
+            result.ratio_max = max(result.ratio_max, float(micro.out.ratio_max))
+        result.tokens += micro.batch.num_tokens
+        result.padded_tokens += micro.batch.input_ids.numel()
         result.microbatches += 1
     result.update_s = time.perf_counter() - start
     return result
+
+
+def _microbatch_loss(
+    accelerator: Any,
+    model: torch.nn.Module,
+    rows: Sequence[PolicyRow],
+    old_hinted: Sequence[torch.Tensor | None],
+    collate_fn: Collate,
+    loss_cfg: LossConfig,
+    normalizer: float,
+    step_tokens: int,
+) -> MicroLoss:
+    """`grpo_loss` of one micro-batch, old log-probs filled in (detached own, or HGCE's)."""
+    batch = collate_fn([r.encoded for r in rows]).to(accelerator.device)
+    logp = token_logprobs(model(**batch.model_inputs()).logits.float(), batch.input_ids)
+    old = logp.detach().clone()
+    for j, hinted in enumerate(old_hinted):
+        if hinted is not None:
+            old[j, : hinted.shape[0]] = hinted.to(old.device)
+    weights = torch.tensor([float(r.weight) for r in rows], device=logp.device)
+    mask = (batch.labels != IGNORE_INDEX).to(logp.dtype) * weights[:, None]
+    adv = torch.tensor([r.advantage for r in rows], device=logp.device)
+    out = grpo_loss(
+        logp,
+        old,
+        adv,
+        mask,
+        clip_eps=loss_cfg.clip_eps,
+        clip_eps_high=loss_cfg.clip_eps_high,
+        aggregation=loss_cfg.aggregation,
+        normalizer=normalizer,
+    )
+    kl = aggregate(k3_kl(logp.detach(), old), mask, "token_mean", normalizer=max(step_tokens, 1))
+    return MicroLoss(out, kl, batch)
+
+
+def reduce_update(accelerator: Any, local: UpdateResult) -> UpdateResult:
+    """The step's update over all processes: sums of the shares, max of `ratio_max`; the
+    timings stay this process's own."""
+    sums = torch.tensor(
+        [
+            local.loss,
+            local.sequences,
+            local.loss_tokens,
+            local.tokens,
+            local.padded_tokens,
+            local.clip_frac,
+            local.ratio_mean,
+            local.kl,
+        ],
+        dtype=torch.float64,
+        device=accelerator.device,
+    )
+    total = accelerator.reduce(sums, reduction="sum").tolist()
+    ratio_max = accelerator.reduce(
+        torch.tensor([local.ratio_max], device=accelerator.device), reduction="max"
+    )
+    return replace(
+        local,
+        loss=total[0],
+        sequences=int(total[1]),
+        loss_tokens=int(total[2]),
+        tokens=int(total[3]),
+        padded_tokens=int(total[4]),
+        clip_frac=total[5],
+        ratio_mean=total[6],
+        kl=total[7],
+        ratio_max=float(ratio_max[0]),
+    )

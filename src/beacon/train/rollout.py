@@ -22,6 +22,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from beacon.agent.episode import EpisodeSpec, Mode
 from beacon.agent.loop import AgentLoop
@@ -166,3 +167,12 @@ def synth_region_hint(sample: Sample) -> str | None:
         f"The evidence is inside the box ({x0}, {y0}, {x1}, {y1}) of the image (pixels). Crop "
         "that region with a margin, enlarge it, and read it before answering."
     )
+
+
+def gather_outcomes(acc: Any, local: list[GroupOutcomes]) -> tuple[list[GroupOutcomes], int]:
+    """Every process's group outcomes in rank order, and where this process's responses start."""
+    from accelerate.utils import gather_object
+
+    per_rank = gather_object([local]) if acc.num_processes > 1 else [local]
+    offset = sum(g.size for rank in per_rank[: acc.process_index] for g in rank)
+    return [g for rank in per_rank for g in rank], offset

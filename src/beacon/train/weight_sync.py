@@ -1,4 +1,8 @@
-"""Rollouts on `beacon serve` servers: spread requests over them, push new weights to all.
+"""The rollout engine of `beacon train grpo`, and how new weights reach it.
+
+`rollout_engine` builds the in-process `hf` engine (weights copied in with `load_weights`), or,
+with `rollout.servers`, one `openai` engine per `beacon serve` process behind a `SpreadEngine`
+(weights pushed over HTTP).
 
 `push_weights` serialises the trainer's state dict once as safetensors (tensors cloned to CPU,
 so tied weights travel as two entries) and POSTs it to every server's
@@ -15,12 +19,15 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from beacon.engines.base import GenerationRequest, GenerationResult
+
+if TYPE_CHECKING:
+    from beacon.train.grpo_config import GRPOConfig
 
 
 def weights_payload(state_dict: Mapping[str, torch.Tensor]) -> bytes:
@@ -67,3 +74,28 @@ class SpreadEngine:
     def close(self) -> None:
         for engine in self.engines:
             engine.close()
+
+
+def rollout_engine(cfg: GRPOConfig, device: str) -> tuple[Any, Callable[[dict[str, Any]], None]]:
+    """The engine rollouts run on, and how new weights reach it."""
+    if not cfg.rollout.servers:
+        from beacon.engines.hf import HFEngine
+
+        engine = HFEngine(cfg.model.path, device=device, batch_size=cfg.rollout.engine_batch_size)
+        return engine, engine.load_weights
+    from beacon.engines.openai import OpenAIEngine
+    from beacon.engines.tokenizer import HFTokenizer
+
+    tokenizer = HFTokenizer.from_pretrained(cfg.model.path)
+    engines = [
+        OpenAIEngine(
+            base_url=url,
+            model=cfg.rollout.server_model,
+            tokenizer=tokenizer,
+            concurrency=cfg.rollout.concurrency,
+            timeout_s=cfg.rollout.server_timeout_s,
+        )
+        for url in cfg.rollout.servers
+    ]
+    servers, timeout = cfg.rollout.servers, cfg.rollout.server_timeout_s
+    return SpreadEngine(engines), lambda sd: push_weights(servers, weights_payload(sd), timeout)
