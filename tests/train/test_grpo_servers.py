@@ -80,7 +80,7 @@ def test_grpo_on_two_servers_pushes_the_new_weights(tiny_model_path: Path, tmp_p
     ]
     try:
         _wait_healthy(urls, procs, 180)
-        settings = grpo_settings(tmp_path / "run", max_steps=2)
+        settings = grpo_settings(tmp_path / "run", max_steps=1)
         settings["rollout"]["servers"] = urls
         run_grpo(GRPOConfig.model_validate(settings))
         rows = read_metrics(tmp_path / "run" / "metrics.jsonl")
