@@ -9,6 +9,9 @@ so they can be tested over real HTTP on CPU, and so a user without a GPU can ser
   `add_generation_prompt`, `return_token_ids` (adds `prompt_token_ids` to the response and
   `token_ids` to each choice), `skip_special_tokens`, `include_stop_str_in_output`.
 - `GET /v1/models`, `GET /health`.
+- `POST /beacon/update_weights` (RL weight sync, `beacon train grpo`): the body is a safetensors
+  state dict (never a pickle); the engine copies it in by parameter name between batches.
+  Engines without `load_weights` answer 501.
 
 As in vLLM, a choice's `token_ids` and log-probs include the tokens of a matched stop string and
 the end-of-sequence token, while the message text leaves the stop string out unless
@@ -28,6 +31,7 @@ Not covered: streaming, `n > 1`, tools / `tool_choice`, response formats, authen
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import socket
 import threading
@@ -270,6 +274,21 @@ def create_app(engine: Engine, model_name: str = "beacon", max_batch: int | None
             status = 400 if (result.error or "").startswith(_REQUEST_ERRORS) else 500
             return JSONResponse(error_body(f"generation failed: {result.error}", status), status)
         return JSONResponse(chat_response(result, options, engine, model_name))
+
+    @app.post("/beacon/update_weights")
+    async def update_weights(raw: Request) -> JSONResponse:
+        load = getattr(engine, "load_weights", None)
+        if load is None:
+            message = f"engine {getattr(engine, 'name', '?')!r} cannot take new weights"
+            return JSONResponse(error_body(message, 501), 501)
+        from safetensors.torch import load as load_safetensors
+
+        try:
+            tensors = load_safetensors(await raw.body())
+            count = await asyncio.to_thread(load, tensors)
+        except Exception as exc:  # a bad payload is the client's error, the server lives on
+            return JSONResponse(error_body(f"weight update failed: {exc}", 400), 400)
+        return JSONResponse({"updated": count})
 
     return app
 

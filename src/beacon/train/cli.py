@@ -11,7 +11,8 @@ from pathlib import Path
 import typer
 
 app = typer.Typer(
-    help="Train a model: cold-start SFT (GRPO and OPD to follow).", no_args_is_help=True
+    help="Train a model: cold-start SFT, GRPO with NAAR and HGCE (OPD to follow).",
+    no_args_is_help=True,
 )
 
 TRAIN_EPILOG = """
@@ -44,6 +45,42 @@ def sft_command(
         raise typer.Exit(2) from None
     try:
         run_sft(cfg, resume=resume)
+    except RunFolderError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+
+GRPO_EPILOG = """
+Example (tiny model on synth, CPU):
+
+  beacon train grpo --config configs/train/grpo_tiny.yaml --set train.output_dir=runs/grpo
+
+Ablations: --set rl.reward=binary (GRPO only), rl.reward=naar (+NAAR), rl.hgce.enabled=true
+(+HGCE). Rerun with --resume to continue from the newest complete checkpoint.
+"""
+
+
+@app.command("grpo", epilog=GRPO_EPILOG)
+def grpo_command(
+    config: Path = typer.Option(..., "--config", "-c", help="YAML file of a GRPOConfig."),
+    sets: list[str] = typer.Option([], "--set", help="Override one key: rl.reward=binary."),
+    resume: bool = typer.Option(
+        False, "--resume", help="Continue the run in train.output_dir from its newest checkpoint."
+    ),
+) -> None:
+    """GRPO with the NAAR reward and HGCE hints, rollouts through the agent loop."""
+    from beacon.config import ConfigError, load_config
+    from beacon.train.grpo import run_grpo
+    from beacon.train.grpo_config import GRPOConfig
+    from beacon.train.rundir import RunFolderError
+
+    try:
+        cfg = load_config(GRPOConfig, config, sets)
+    except ConfigError as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(2) from None
+    try:
+        run_grpo(cfg, resume=resume)
     except RunFolderError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None

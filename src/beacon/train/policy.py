@@ -1,0 +1,256 @@
+"""One GRPO policy update over a step's kept responses: old log-probs, clipped loss, backward.
+
+Each kept response becomes a `PolicyRow`: its training sequence (the un-hinted prompt + the
+response ids, token-exact, via `beacon.train.encode`) and, for an HGCE response, the sequence it
+was sampled from (hinted prompt + response).
+
+Old log-probs are recomputed under the training forward at T = 1, never taken from the sampler
+(docs/rl.md §5):
+
+1. un-hinted rows: one update per rollout batch means π_old is the current policy, so the
+   training forward's own log-probs, detached, *are* the recomputed old log-probs (exact, and
+   no second forward); the ratio is 1 and the clip inactive, as the feasibility study saw;
+2. HGCE rows: a no-grad forward over the hinted ids before any gradient, moved onto the
+   un-hinted positions with `align_old_logprobs`, so r_t = π_θ(o_t | q, o_<t) /
+   π_old(o_t | q + hint, o_<t) (beacon.md §4 step 4).
+
+The loss is `grpo_loss` with `normalizer` = the step's sequence count (sequence_mean) or
+generated-token count (token_mean) over all processes, so micro-batch and per-process losses
+add up to the step's loss; each process scales its backward by the process count because DDP
+averages gradients (as `train.loop.forward_backward` does).
+
+What is not covered: several updates per rollout batch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import torch
+
+from beacon.rl import (
+    GRPOLossOutput,
+    LossConfig,
+    aggregate,
+    align_old_logprobs,
+    grpo_loss,
+    k3_kl,
+    token_logprobs,
+    training_sequence,
+)
+from beacon.train.collate import IGNORE_INDEX, ModelBatch, plan_buckets
+from beacon.train.encode import EncodedTrajectory, encode_trajectory
+from beacon.types import Trajectory
+
+Collate = Callable[[list[EncodedTrajectory]], ModelBatch]
+
+
+@dataclass
+class PolicyRow:
+    """One kept response: what trains, what it was sampled after (HGCE only), its advantage.
+
+    `weight` is 1, or 0 for the placeholder row of a process that has nothing to train (it
+    joins the gradient all-reduce and adds nothing).
+    """
+
+    encoded: EncodedTrajectory
+    sampling: EncodedTrajectory | None
+    advantage: float
+    weight: int = 1
+
+
+@dataclass
+class StepTotals:
+    """Counts of the whole step over all processes: the loss's normaliser."""
+
+    sequences: int
+    loss_tokens: int
+
+    def normalizer(self, aggregation: str) -> float:
+        count = self.sequences if aggregation == "sequence_mean" else self.loss_tokens
+        return float(max(count, 1))
+
+
+@dataclass
+class UpdateResult:
+    """This process's share of one update (sums; means weighted by the step's token count)."""
+
+    loss: float = 0.0
+    sequences: int = 0
+    loss_tokens: int = 0
+    tokens: int = 0
+    padded_tokens: int = 0
+    microbatches: int = 0
+    clip_frac: float = 0.0
+    ratio_mean: float = 0.0
+    ratio_max: float = 0.0
+    kl: float = 0.0  # k3 estimate of KL(π_old || π_θ) per generated token (HGCE rows only > 0)
+    old_logprobs_s: float = 0.0
+    update_s: float = 0.0
+
+
+@dataclass
+class MicroLoss:
+    """One micro-batch's loss output, its share of the step's KL(π_old || π_θ), its batch."""
+
+    out: GRPOLossOutput
+    kl: torch.Tensor
+    batch: ModelBatch
+
+
+def policy_rows(
+    trajectories: Sequence[Trajectory], advantages: Sequence[float], tokenizer: Any
+) -> list[PolicyRow]:
+    """Rows of the kept responses; a hinted response also keeps its hinted sampling layout."""
+    rows = []
+    for traj, adv in zip(trajectories, advantages, strict=True):
+        encoded = encode_trajectory(traj, tokenizer)
+        sampling = None
+        if traj.original_prompt is not None:
+            sampling = encode_trajectory(replace(traj, original_prompt=None), tokenizer)
+        rows.append(PolicyRow(encoded, sampling, float(adv)))
+    return rows
+
+
+def hinted_old_logprobs(
+    model: torch.nn.Module,
+    rows: Sequence[PolicyRow],
+    trajectories: Sequence[Trajectory],
+    collate_fn: Collate,
+    device: torch.device,
+) -> dict[int, torch.Tensor]:
+    """Row index -> old log-probs [L] of an HGCE row: forward over the hinted ids, aligned onto
+    the un-hinted layout (zeros on the prompt)."""
+    out = {}
+    with torch.no_grad():
+        for i, row in enumerate(rows):
+            if row.sampling is None:
+                continue
+            batch = collate_fn([row.sampling]).to(device)
+            logits = model(**batch.model_inputs()).logits
+            logp = token_logprobs(logits.float(), batch.input_ids)[0]
+            sequence = training_sequence(trajectories[i])
+            assert sequence.token_ids == row.encoded.input_ids, "encode and rl layouts differ"
+            out[i] = align_old_logprobs(logp, sequence)
+    return out
+
+
+def policy_update(
+    accelerator: Any,
+    model: torch.nn.Module,
+    rows: Sequence[PolicyRow],
+    old_hinted: dict[int, torch.Tensor],
+    collate_fn: Collate,
+    loss_cfg: LossConfig,
+    max_tokens_per_microbatch: int,
+    totals: StepTotals,
+) -> UpdateResult:
+    """Accumulate the gradient of the clipped GRPO loss over this process's `rows` (no
+    optimizer step). DDP averages gradients over processes, so each backward is scaled by the
+    process count; gradients synchronise on the last micro-batch only."""
+    start = time.perf_counter()
+    result = UpdateResult(sequences=sum(r.weight for r in rows))
+    if not rows:
+        return result
+    result.loss_tokens = sum(r.encoded.num_loss_tokens * r.weight for r in rows)
+    normalizer = totals.normalizer(loss_cfg.aggregation)
+    plan = plan_buckets([len(r.encoded) for r in rows], max_tokens_per_microbatch)
+    for n, indices in enumerate(plan):
+        last = n == len(plan) - 1
+        with contextlib.nullcontext() if last else accelerator.no_sync(model):
+            micro = _microbatch_loss(
+                accelerator,
+                model,
+                [rows[i] for i in indices],
+                [old_hinted.get(i) for i in indices],
+                collate_fn,
+                loss_cfg,
+                normalizer,
+                totals.loss_tokens,
+            )
+            accelerator.backward(micro.out.loss * accelerator.num_processes)
+        weight = micro.out.num_tokens / max(totals.loss_tokens, 1)
+        result.loss += float(micro.out.loss.detach())
+        result.clip_frac += float(micro.out.clip_frac) * weight
+        result.ratio_mean += float(micro.out.ratio_mean) * weight
+        result.kl += float(micro.kl)
+        if micro.out.num_tokens:
+            result.ratio_max = max(result.ratio_max, float(micro.out.ratio_max))
+        result.tokens += micro.batch.num_tokens
+        result.padded_tokens += micro.batch.input_ids.numel()
+        result.microbatches += 1
+    result.update_s = time.perf_counter() - start
+    return result
+
+
+def _microbatch_loss(
+    accelerator: Any,
+    model: torch.nn.Module,
+    rows: Sequence[PolicyRow],
+    old_hinted: Sequence[torch.Tensor | None],
+    collate_fn: Collate,
+    loss_cfg: LossConfig,
+    normalizer: float,
+    step_tokens: int,
+) -> MicroLoss:
+    """`grpo_loss` of one micro-batch, old log-probs filled in (detached own, or HGCE's)."""
+    batch = collate_fn([r.encoded for r in rows]).to(accelerator.device)
+    logp = token_logprobs(model(**batch.model_inputs()).logits.float(), batch.input_ids)
+    old = logp.detach().clone()
+    for j, hinted in enumerate(old_hinted):
+        if hinted is not None:
+            old[j, : hinted.shape[0]] = hinted.to(old.device)
+    weights = torch.tensor([float(r.weight) for r in rows], device=logp.device)
+    mask = (batch.labels != IGNORE_INDEX).to(logp.dtype) * weights[:, None]
+    adv = torch.tensor([r.advantage for r in rows], device=logp.device)
+    out = grpo_loss(
+        logp,
+        old,
+        adv,
+        mask,
+        clip_eps=loss_cfg.clip_eps,
+        clip_eps_high=loss_cfg.clip_eps_high,
+        aggregation=loss_cfg.aggregation,
+        normalizer=normalizer,
+    )
+    kl = aggregate(k3_kl(logp.detach(), old), mask, "token_mean", normalizer=max(step_tokens, 1))
+    return MicroLoss(out, kl, batch)
+
+
+def reduce_update(accelerator: Any, local: UpdateResult) -> UpdateResult:
+    """The step's update over all processes: sums of the shares, max of `ratio_max`; the
+    timings stay this process's own."""
+    sums = torch.tensor(
+        [
+            local.loss,
+            local.sequences,
+            local.loss_tokens,
+            local.tokens,
+            local.padded_tokens,
+            local.clip_frac,
+            local.ratio_mean,
+            local.kl,
+        ],
+        dtype=torch.float64,
+        device=accelerator.device,
+    )
+    total = accelerator.reduce(sums, reduction="sum").tolist()
+    ratio_max = accelerator.reduce(
+        torch.tensor([local.ratio_max], device=accelerator.device), reduction="max"
+    )
+    return replace(
+        local,
+        loss=total[0],
+        sequences=int(total[1]),
+        loss_tokens=int(total[2]),
+        tokens=int(total[3]),
+        padded_tokens=int(total[4]),
+        clip_frac=total[5],
+        ratio_mean=total[6],
+        kl=total[7],
+        ratio_max=float(ratio_max[0]),
+    )

@@ -1,0 +1,19 @@
+"""`run_grpo` of the JSON config in argv[1] with the tests' scripted-choice sampler; run under
+`accelerate launch --cpu --num_processes 2` by `test_grpo_ddp.py`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from grpo_helpers import install_choice_processor
+
+if __name__ == "__main__":
+    install_choice_processor()
+    from beacon.train.grpo import run_grpo
+    from beacon.train.grpo_config import GRPOConfig
+
+    run_grpo(GRPOConfig.model_validate(json.loads(sys.argv[1])))

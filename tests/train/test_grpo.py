@@ -1,0 +1,202 @@
+"""`beacon train grpo` on the tiny model and synth: config errors, hints, weight sync, the HGCE
+ratio against direct forwards, and kill -9 + resume equal to an uninterrupted run."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import yaml
+
+from beacon.config import ConfigError, load_config
+from beacon.rl import check_hint, token_logprobs
+from beacon.train.checkpoint import latest_checkpoint
+from beacon.train.grpo import build_parts, resolve_model, run_grpo, sync_weights
+from beacon.train.grpo_config import GRPOConfig
+from beacon.train.metrics import read_metrics
+from beacon.train.policy import StepTotals, hinted_old_logprobs, policy_rows, policy_update
+from beacon.train.rollout import read_hints, synth_region_hint
+
+from .grpo_helpers import choice_processor, grpo_settings
+
+ROOT = Path(__file__).resolve().parents[2]
+WORKER = Path(__file__).with_name("grpo_worker.py")
+KEYS = ("step", "loss", "grad_norm", "rl/reward_mean", "rl/accuracy", "rl/groups_kept")
+
+
+@pytest.mark.parametrize(
+    "path", sorted((ROOT / "configs/train").glob("grpo_*.yaml")), ids=lambda p: p.name
+)
+def test_shipped_grpo_configs_validate(path: Path) -> None:
+    assert ":GRPOConfig" in path.read_text().splitlines()[0]
+    assert isinstance(load_config(GRPOConfig, path), GRPOConfig)
+
+
+def test_shipped_config_loads_and_errors_name_the_setting() -> None:
+    cfg = load_config(GRPOConfig, ROOT / "configs/train/grpo_tiny.yaml")
+    assert cfg.rl.hgce.enabled and cfg.rl.reward == "naar"
+    with pytest.raises(ConfigError, match=r"rollout\.group_size=1"):
+        load_config(GRPOConfig, ROOT / "configs/train/grpo_tiny.yaml", ["rollout.group_size=1"])
+    with pytest.raises(ConfigError, match="kl_coef"):
+        load_config(GRPOConfig, ROOT / "configs/train/grpo_tiny.yaml", ["rl.loss.kl_coef=0.1"])
+
+
+def test_synth_region_hints_are_checked_and_cached_hints_win(tmp_path: Path) -> None:
+    from beacon.benchmarks.synth import generate
+    from beacon.train.rollout import HintSource
+
+    for index in range(20):
+        sample = generate(0, index)
+        hint = synth_region_hint(sample)
+        assert hint is not None and str(sample.metadata["region"][0]) in hint
+        check = check_hint(hint, sample.answer, sample.options)
+        assert check.ok or check.problems  # a coincident number is refused, never shown
+    path = tmp_path / "hints.jsonl"
+    path.write_text('{"benchmark": "synth", "sample_id": "3", "hint": "Count the red ones."}\n')
+    assert read_hints(path) == {("synth", "3"): "Count the red ones."}
+    source = HintSource(str(path), synth_region_hints=True)
+    assert source.hint(generate(0, 3)) == "Count the red ones."
+    assert source.hint(generate(0, 4)) == synth_region_hint(generate(0, 4))
+    assert HintSource(None, synth_region_hints=False).hint(generate(0, 4)) is None
+
+
+@contextlib.contextmanager
+def _parts(tmp_path: Path, **rl: Any):
+    from beacon.train.sft import make_accelerator
+
+    settings = grpo_settings(tmp_path / "run")
+    settings["rl"].update(rl)
+    cfg = resolve_model(GRPOConfig.model_validate(settings))
+    with contextlib.ExitStack() as stack:
+        parts = build_parts(cfg, make_accelerator(cfg), tmp_path / "run", stack)
+        parts.engine.logits_processors = [choice_processor(parts.engine.tokenizer)]
+        yield cfg, parts
+
+
+@pytest.mark.slow
+def test_the_engine_generates_with_the_trainer_weights(tmp_path: Path) -> None:
+    with _parts(tmp_path) as (_, parts):
+        model = parts.loop_parts.model
+        with torch.no_grad():
+            for param in model.parameters():
+                param.zero_()
+        sync_weights(parts)
+        engine_params = parts.engine.model.state_dict()
+        assert engine_params.keys() == model.state_dict().keys()
+        assert all(bool((t == 0).all()) for t in engine_params.values())
+
+
+def _forward_logprobs(model: Any, tok: Any, ids: list[int], images: list[Any]) -> torch.Tensor:
+    """Log-probs at T = 1 of one forward over `ids` with `images`, independent of collate."""
+    input_ids = torch.tensor([ids])
+    pixels = tok.processor.image_processor(images=images, return_tensors="pt")
+    with torch.no_grad():
+        logits = model(
+            input_ids=input_ids,
+            attention_mask=torch.ones_like(input_ids),
+            pixel_values=pixels["pixel_values"],
+            image_grid_thw=pixels["image_grid_thw"],
+            mm_token_type_ids=(input_ids == tok.image_token_id).long(),
+        ).logits
+    return token_logprobs(logits, input_ids)[0]
+
+
+@pytest.mark.slow
+def test_hgce_ratio_uses_hinted_old_and_unhinted_new_logprobs(tmp_path: Path) -> None:
+    with _parts(tmp_path) as (cfg, parts):
+        sample = parts.samples[0]
+        (group,), _ = parts.rollouts.groups([sample], step=0, hints=["Crop the top left first."])
+        trajs = group.trajectories
+        assert all(t.mode == "hinted" and t.original_prompt is not None for t in trajs)
+        rows = policy_rows(trajs, [1.0] * len(trajs), parts.tokenizer)
+        lp = parts.loop_parts
+        old = hinted_old_logprobs(lp.model, rows, trajs, parts.collate, lp.accelerator.device)
+        tokens = sum(r.encoded.num_loss_tokens for r in rows)
+        totals = StepTotals(sequences=len(rows), loss_tokens=tokens)
+        update = policy_update(
+            lp.accelerator, lp.model, rows, old, parts.collate, cfg.rl.loss, 100_000, totals
+        )
+        lp.optimizer.zero_grad()
+
+        ratios = []
+        for traj, row in zip(trajs, rows, strict=True):
+            images = [parts.rollouts.loop.store.get(k) for k in row.encoded.images]
+            new = _forward_logprobs(lp.model, parts.tokenizer, row.encoded.input_ids, images)
+            hinted = _forward_logprobs(lp.model, parts.tokenizer, row.sampling.input_ids, images)
+            n = len(row.encoded) - len(traj.original_prompt.token_ids)  # response tokens
+            assert len(row.sampling) > len(row.encoded)  # the hinted prompt is longer
+            on = torch.tensor(row.encoded.loss_mask[-n:], dtype=torch.bool)
+            ratios.append((new[-n:][on] - hinted[-n:][on]).exp())
+        direct = torch.cat(ratios)
+        assert torch.allclose(torch.tensor(update.ratio_mean), direct.mean(), atol=1e-5)
+        assert torch.allclose(torch.tensor(update.ratio_max), direct.max(), atol=1e-5)
+        assert (direct - 1).abs().max() > 1e-3  # the hint moved the probabilities
+
+
+def _metrics(run: Path) -> list[tuple]:
+    return [tuple(m[k] for k in KEYS) for m in read_metrics(run / "metrics.jsonl")]
+
+
+@pytest.mark.slow
+def test_grpo_kill_and_resume_repeats_the_uninterrupted_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sys.path.insert(0, str(Path(__file__).parent))
+    from grpo_helpers import install_choice_processor
+
+    from beacon.engines.hf import HFEngine
+
+    monkeypatch.setattr(HFEngine, "__init__", HFEngine.__init__)  # restored after the test
+    install_choice_processor()
+    straight = tmp_path / "straight"
+    state = run_grpo(GRPOConfig.model_validate(grpo_settings(straight)))
+    assert state.step == 3
+    rows = read_metrics(straight / "metrics.jsonl")
+    assert [m["step"] for m in rows] == [1, 2, 3]
+    assert any(m["sequences"] > 0 and m["grad_norm"] > 0 for m in rows)  # something trained
+    assert sum(m["rl/groups_hinted"] for m in rows) > 0  # HGCE ran
+    for key in ("rl/p_tool_easy", "rl/mode_adaptiveness", "rl/clip_frac", "time/rollout_s"):
+        assert key in rows[0]
+
+    killed = tmp_path / "killed"
+    config = tmp_path / "killed.yaml"
+    config.write_text(yaml.safe_dump(grpo_settings(killed)))
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+    }
+    env["OMP_NUM_THREADS"] = "1"
+    proc = subprocess.Popen(
+        [sys.executable, str(WORKER), "--config", str(config)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 240
+    while latest_checkpoint(killed) is None:
+        assert proc.poll() is None, "the run ended before it could be killed"
+        assert time.monotonic() < deadline, "the run made no progress"
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert latest_checkpoint(killed).name in ("checkpoint-1", "checkpoint-2")
+
+    run_grpo(GRPOConfig.model_validate(grpo_settings(killed)), resume=True)
+    assert _metrics(killed) == _metrics(straight)
+
+
+def test_script_choice_allows_only_script_continuations() -> None:
+    from beacon.train.rollout_script import next_script_tokens
+
+    scripts = [[5, 6, 7], [5, 8], [9]]
+    assert next_script_tokens([1, 2], scripts) == [5, 9]  # nothing begun: any script's start
+    assert next_script_tokens([1, 5], scripts) == [6, 8]  # both scripts starting with 5 go on
+    assert next_script_tokens([5, 6], scripts) == [7]

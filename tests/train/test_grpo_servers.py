@@ -1,0 +1,152 @@
+"""GRPO with rollouts on two `beacon serve` processes: requests spread over both, new weights
+pushed to both after every step, and afterwards both generate exactly what the trained
+checkpoint generates (and not what the initial weights do)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import torch
+
+from beacon.engines.base import GenerationRequest, SamplingParams
+from beacon.engines.hf import HFEngine
+from beacon.engines.openai import OpenAIEngine
+from beacon.train.checkpoint import latest_checkpoint
+from beacon.train.grpo import run_grpo
+from beacon.train.grpo_config import GRPOConfig
+from beacon.train.metrics import read_metrics
+
+from .grpo_helpers import choice_processor, grpo_settings
+
+ROOT = Path(__file__).resolve().parents[2]
+SERVE_WORKER = Path(__file__).with_name("serve_worker.py")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _wait_healthy(urls: list[str], procs: list[subprocess.Popen], seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    for url, proc in zip(urls, procs, strict=True):
+        while True:
+            assert proc.poll() is None, f"server {url} exited"
+            assert time.monotonic() < deadline, f"server {url} did not start"
+            try:
+                if httpx.get(url.removesuffix("/v1") + "/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+
+
+@pytest.mark.slow
+def test_grpo_on_two_servers_pushes_the_new_weights(tiny_model_path: Path, tmp_path: Path) -> None:
+    ports = [_free_port(), _free_port()]
+    urls = [f"http://127.0.0.1:{p}/v1" for p in ports]
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+    }
+    env["OMP_NUM_THREADS"] = "1"
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                str(SERVE_WORKER),
+                "--model",
+                str(tiny_model_path),
+                "--port",
+                str(port),
+                "--served-model-name",
+                "beacon",
+                "--batch-size",
+                "8",
+            ],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for port in ports
+    ]
+    try:
+        _wait_healthy(urls, procs, 180)
+        settings = grpo_settings(tmp_path / "run", max_steps=1)
+        settings["rollout"]["servers"] = urls
+        run_grpo(GRPOConfig.model_validate(settings))
+        rows = read_metrics(tmp_path / "run" / "metrics.jsonl")
+        assert any(m["sequences"] > 0 and m["grad_norm"] > 0 for m in rows)
+
+        request = GenerationRequest(
+            messages=[{"role": "user", "content": "What is in the box?"}],
+            sampling=SamplingParams(temperature=0.0, max_new_tokens=12, logprobs=True),
+        )
+        trained = HFEngine(latest_checkpoint(tmp_path / "run"), batch_size=1)
+        initial = HFEngine(tiny_model_path, batch_size=1)
+        for engine in (trained, initial):
+            engine.logits_processors = [choice_processor(engine.tokenizer)]
+        expected = trained.generate([request])[0]
+        before = initial.generate([request])[0]
+        assert not torch.allclose(
+            torch.tensor(expected.logprobs), torch.tensor(before.logprobs), atol=1e-3
+        )
+        for url in urls:
+            client = OpenAIEngine(base_url=url, model="beacon", tokenizer=trained.tokenizer)
+            got = client.generate([request])[0]
+            client.close()
+            assert got.token_ids == expected.token_ids
+            assert torch.allclose(
+                torch.tensor(got.logprobs), torch.tensor(expected.logprobs), atol=1e-4
+            )
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait(timeout=30)
+
+
+class _Engine:
+    """A stand-in engine: generation is never called; `load_weights` records what came."""
+
+    name = "fake"
+    tokenizer = None
+    batch_size = 1
+
+    def __init__(self, accepts: bool) -> None:
+        self.received: dict[str, torch.Tensor] = {}
+        if accepts:
+            self.load_weights = self._load
+
+    def _load(self, tensors: dict[str, torch.Tensor]) -> int:
+        self.received = dict(tensors)
+        return len(tensors)
+
+    def generate(self, requests):  # pragma: no cover - not called
+        raise NotImplementedError
+
+
+def test_update_weights_endpoint_takes_safetensors_and_refuses_the_rest() -> None:
+    from fastapi.testclient import TestClient
+
+    from beacon.engines.serve import create_app
+    from beacon.train.weight_sync import weights_payload
+
+    weight = torch.arange(6, dtype=torch.float32).reshape(2, 3)
+    state = {"a.weight": weight, "tied.weight": weight}  # shared storage travels as two entries
+    engine = _Engine(accepts=True)
+    with TestClient(create_app(engine)) as client:
+        reply = client.post("/beacon/update_weights", content=weights_payload(state))
+        assert reply.status_code == 200 and reply.json() == {"updated": 2}
+        assert torch.equal(engine.received["tied.weight"], weight)
+        assert client.post("/beacon/update_weights", content=b"not tensors").status_code == 400
+    with TestClient(create_app(_Engine(accepts=False))) as client:
+        assert client.post("/beacon/update_weights", content=b"").status_code == 501
