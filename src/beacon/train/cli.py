@@ -13,7 +13,7 @@ import typer
 from beacon.train.config import TrainConfigError
 
 app = typer.Typer(
-    help="Train a model: cold-start SFT (GRPO and OPD to follow).", no_args_is_help=True
+    help="Train a model: cold-start SFT, OPD (ReVuE).", no_args_is_help=True
 )
 
 TRAIN_EPILOG = """
@@ -42,3 +42,23 @@ def sft_command(
     except TrainConfigError as exc:
         raise typer.BadParameter(str(exc)) from None
     run_sft(cfg, resume=resume)
+
+
+@app.command("opd")
+def opd_command(
+    config: Path = typer.Option(..., "--config", "-c", help="YAML file of an OPDConfig."),
+    sets: list[str] = typer.Option([], "--set", help="Override one key: revue.alpha=0.1."),
+    resume: bool = typer.Option(
+        False, "--resume", help="Continue the run in train.output_dir from its newest checkpoint."
+    ),
+) -> None:
+    """On-policy distillation with ReVuE: critic reflections and token-impact weights."""
+    from beacon.train.config import load_train_config
+    from beacon.train.opd import run_opd
+    from beacon.train.opd_config import OPDConfig
+
+    try:
+        cfg = load_train_config(OPDConfig, config, sets)
+    except TrainConfigError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    run_opd(cfg, resume=resume)
