@@ -49,7 +49,9 @@ def reply_text(body: Any) -> str:
     try:
         content = body["choices"][0]["message"]["content"]
     except (KeyError, IndexError, TypeError):
-        raise CriticHTTPError(f"critic reply has no choices[0].message: {str(body)[:300]}") from None
+        raise CriticHTTPError(
+            f"critic reply has no choices[0].message: {str(body)[:300]}"
+        ) from None
     if not isinstance(content, str):
         raise CriticHTTPError(f"critic reply content is {type(content).__name__}, not text")
     return content

@@ -35,7 +35,9 @@ from fastapi import FastAPI, Request
 from beacon.types import Sample
 
 _TASK = re.compile(r"Question: (.*?)\nReference answer: (.*?)(?:\n|$)", re.S)
-_ROLLOUT = re.compile(r"=== Rollout (R\d+) \((CORRECT|INCORRECT)\) ===\n(.*?)(?=\n=== Rollout |$)", re.S)
+_ROLLOUT = re.compile(
+    r"=== Rollout (R\d+) \((CORRECT|INCORRECT)\) ===\n(.*?)(?=\n=== Rollout |$)", re.S
+)
 _FINAL = re.compile(r"Final answer: (.*)")
 
 
@@ -73,7 +75,8 @@ class ScriptedCritic:
             "reading": {"query_slot": question, "observed_value": reference, "visual_fact": fact},
             "grounding": {"rule": "the answer is the observed value"},
             "rollout_diagnoses": [
-                _diagnosis(rid, label, body, reference) for rid, label, body in _ROLLOUT.findall(text)
+                _diagnosis(rid, label, body, reference)
+                for rid, label, body in _ROLLOUT.findall(text)
             ],
         }
 

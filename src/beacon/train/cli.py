@@ -12,9 +12,7 @@ import typer
 
 from beacon.train.config import TrainConfigError
 
-app = typer.Typer(
-    help="Train a model: cold-start SFT, OPD (ReVuE).", no_args_is_help=True
-)
+app = typer.Typer(help="Train a model: cold-start SFT, OPD (ReVuE).", no_args_is_help=True)
 
 TRAIN_EPILOG = """
 Example (tiny model, CPU):

@@ -135,8 +135,9 @@ def run_opd(cfg: OPDConfig, resume: bool = False) -> TrainState:
     state = loop.restore(parts, run_dir) if resume else TrainState(step=0, samples_seen=0)
     for name in (REVUE_LOG, CRITIC_LOG):
         truncate_after(run_dir / name, state.step)
-    engine = HFEngine(cfg.model.path, device=str(accelerator.device),
-                      batch_size=cfg.rollout.batch_size)
+    engine = HFEngine(
+        cfg.model.path, device=str(accelerator.device), batch_size=cfg.rollout.batch_size
+    )
     sync_weights(engine, student)
     with contextlib.ExitStack() as stack:
         send = make_critic(cfg, samples, stack)
@@ -161,8 +162,9 @@ def run_opd(cfg: OPDConfig, resume: bool = False) -> TrainState:
     return state
 
 
-def train(parts: loop.LoopParts, opd: OPDParts, engine: Any, student: Any,
-          state: TrainState) -> TrainState:
+def train(
+    parts: loop.LoopParts, opd: OPDParts, engine: Any, student: Any, state: TrainState
+) -> TrainState:
     """Steps until train.max_steps, checkpointing every train.save_every."""
     cfg = opd.cfg
     metrics_log = MetricsLogger(

@@ -77,16 +77,15 @@ class SequenceScorer:
 
     def hidden(self, encoded: EncodedTrajectory) -> Tensor:
         """[L, H] final (normed) hidden states of the sequence."""
-        batch = collate([encoded], self.tokenizer.pad_token_id, self.tokenizer.image_token_id,
-                        self.pixels)
+        batch = collate(
+            [encoded], self.tokenizer.pad_token_id, self.tokenizer.image_token_id, self.pixels
+        )
         device = self.head.weight.device
         out = self.model.model(**batch.to(device).model_inputs())
         return out.last_hidden_state[0]
 
     @torch.no_grad()
-    def teacher_scores(
-        self, encoded: EncodedTrajectory, k: int, chunk_size: int
-    ) -> TeacherScores:
+    def teacher_scores(self, encoded: EncodedTrajectory, k: int, chunk_size: int) -> TeacherScores:
         """`teacher_topk` on the supervised positions of `encoded`."""
         positions = supervised_positions(encoded)
         hidden = self.hidden(encoded)[positions - 1]

@@ -126,9 +126,7 @@ def collect_critic(groups: list[Group]) -> None:
     for group in groups:
         reply = group.future.result()
         group.critic_attempts = reply.attempts
-        group.assembly = check_and_assemble(
-            reply.output, group.states, group.labels, group.shown
-        )
+        group.assembly = check_and_assemble(reply.output, group.states, group.labels, group.shown)
         if group.assembly.problems:
             logger.warning("critic output rejected: %s", "; ".join(group.assembly.problems))
 
@@ -207,7 +205,12 @@ def opd_step(parts: OPDParts, samples: list[Sample], step: int) -> dict[str, Any
 
 
 def _record(
-    step: int, g: int, i: int, target: AdoptedTarget, weight_fallback: str | None, loss: Any,
+    step: int,
+    g: int,
+    i: int,
+    target: AdoptedTarget,
+    weight_fallback: str | None,
+    loss: Any,
     group: Group,
 ) -> dict[str, Any]:
     impact = None if target.impact is None else [round(float(x), 6) for x in target.impact]
@@ -232,12 +235,16 @@ def _append_records(path: Path, records: list[dict[str, Any]]) -> None:
 
 
 def _metrics(
-    groups: list[Group], records: list[dict[str, Any]], losses: list[Any], impacts: list[Any],
+    groups: list[Group],
+    records: list[dict[str, Any]],
+    losses: list[Any],
+    impacts: list[Any],
     uses_critic: bool,
 ) -> dict[str, Any]:
     trajectories = [t for g in groups for t in g.trajectories]
-    generated = [sum(len(s.token_ids) for s in t.segments if s.role == "generated")
-                 for t in trajectories]
+    generated = [
+        sum(len(s.token_ids) for s in t.segments if s.role == "generated") for t in trajectories
+    ]
     out: dict[str, Any] = {
         "loss": float(batch_loss(losses)) if losses else 0.0,
         "retained": len(losses),
