@@ -16,6 +16,7 @@ from beacon.annotate import cli as annotate_cli
 from beacon.benchmarks import cli as benchmarks_cli
 from beacon.engines import cli as engines_cli
 from beacon.eval import cli as eval_cli
+from beacon.revue import cli as revue_cli
 from beacon.sandbox import cli as sandbox_cli
 from beacon.train import cli as train_cli
 
@@ -57,6 +58,7 @@ app.add_typer(benchmarks_cli.app, name="bench")
 app.add_typer(annotate_cli.annotate_app, name="annotate")
 app.add_typer(annotate_cli.critic_app, name="critic")
 app.add_typer(train_cli.app, name="train")
+app.add_typer(revue_cli.app, name="revue")
 app.command("serve")(engines_cli.serve)
 app.command("run")(agent_cli.run)
 app.command("eval", epilog=eval_cli.EVAL_EPILOG)(eval_cli.eval_command)
