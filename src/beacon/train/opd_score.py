@@ -116,11 +116,8 @@ def conditioned_sequence(
     """The teacher's conditioned sequence for `trajectory` (see the module docstring)."""
     prompt = trajectory.segments[0]
     images = [load_image(source) for source in sample.images]
-    paths = _IMAGE_PATH.findall(prompt.text)
-    messages = first_turn(
-        sample.question, images, fmt=get_format(trajectory.format), tools=True, image_paths=paths
-    )
-    if tokenizer.render_chat(messages, add_generation_prompt=True) != prompt.text:
+    messages = _rebuilt_prompt(trajectory, sample, images, tokenizer)
+    if messages is None:
         return Conditioned(None, AlignmentCheck(False, "prompt does not rebuild from the item"))
     completion = encoded.input_ids[len(prompt.token_ids) :]
     if reencode_check:
@@ -139,6 +136,22 @@ def conditioned_sequence(
         images=[*prompt.images, *support_keys, *encoded.images[len(prompt.images) :]],
     )
     return Conditioned(out, AlignmentCheck(True))
+
+
+def _rebuilt_prompt(
+    trajectory: Trajectory, sample: Sample, images: list[Image.Image], tokenizer: Any
+) -> list[dict[str, Any]] | None:
+    """The student's opening messages rebuilt from the item, or None if they render otherwise."""
+    prompt = trajectory.segments[0]
+    paths = _IMAGE_PATH.findall(prompt.text)
+    tools = trajectory.mode != "notool"
+    if tools and len(paths) != len(images):
+        return None
+    fmt = get_format(trajectory.format)
+    messages = first_turn(sample.question, images, fmt=fmt, tools=tools, image_paths=paths)
+    if tokenizer.render_chat(messages, add_generation_prompt=True) != prompt.text:
+        return None
+    return messages
 
 
 def _reencoded(
