@@ -196,7 +196,14 @@ def test_scripted_critic_over_http() -> None:
         )
         assert critic_body(request, "m")["messages"][1]["content"][2]["type"] == "image_url"
         send = HttpCritic(handle.base_url, "scripted-critic")
-        reply = asyncio.run(revue.ask_critic(request, send))
+
+        async def run():
+            try:
+                return await revue.ask_critic(request, send)
+            finally:
+                await send.aclose()
+
+        reply = asyncio.run(run())
     finally:
         handle.stop()
     assembly = revue.check_and_assemble(reply.output, states, labels, request.shown_image_ids)

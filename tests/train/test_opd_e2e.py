@@ -136,3 +136,34 @@ def test_opd_config_names_bad_settings(tiny_model_path: Path) -> None:
     cfg = settings(tiny_model_path, tiny_model_path, Path("x"), teacher__context="oracle")
     with pytest.raises(ValueError, match=r"teacher\.context"):
         OPDConfig.model_validate(cfg)
+
+
+def test_opd_scripted_student_gets_complete_reflections(
+    tiny_model_path: Path, teacher_path: Path, tmp_path: Path, monkeypatch, turn_script
+) -> None:
+    """A student forced to run code and answer right: all-correct groups, complete reflections
+    anchored at the original state, tool calls counted, and its canonical tokens re-encode."""
+    import beacon.engines.hf as hf
+    from beacon.benchmarks.synth import generate
+
+    answer = generate(0, 0).answer
+    turns = ["Zoom. <code>\n```python\nprint(1)\n```\n</code>", f"So <answer>{answer}</answer>"]
+
+    class ScriptedStudent(hf.HFEngine):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            tok = self.tokenizer
+            ids = [tok.encode(t) for t in turns]
+            ids[-1] = [*ids[-1], *tok.eos_token_ids[-1:]]
+            self.logits_processors = [turn_script(ids, tok.encode("</sandbox_output>")[0])]
+
+    monkeypatch.setattr(hf, "HFEngine", ScriptedStudent)
+    cfg = settings(tiny_model_path, teacher_path, tmp_path / "run", teacher__reencode_check=True)
+    cfg["data"]["limit"] = 1
+    cfg["train"]["max_steps"] = 1
+    cfg["rollout"]["agent"].update(max_new_tokens_per_turn=40, max_total_new_tokens=80)
+    run_opd(OPDConfig.model_validate(cfg))
+    (metrics,) = read_metrics(tmp_path / "run" / "metrics.jsonl")
+    assert metrics["accuracy"] == 1.0 and metrics["tool_call_rate"] == 1.0
+    assert metrics["coverage_complete"] == 8 and metrics["stage_CORRECT"] == 8
+    assert metrics["target_reflected"] == 8 and metrics["impact_sparsity"] is not None

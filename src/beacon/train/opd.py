@@ -140,9 +140,10 @@ def run_opd(cfg: OPDConfig, resume: bool = False) -> TrainState:
     )
     sync_weights(engine, student)
     with contextlib.ExitStack() as stack:
-        send = make_critic(cfg, samples, stack)
-        critic = CriticRunner(send, cfg.revue, run_dir)
-        stack.callback(critic.close)
+        critic = None
+        if cfg.teacher.context == "reflection":  # base and gt teachers need no critic
+            critic = CriticRunner(make_critic(cfg, samples, stack), cfg.revue, run_dir)
+            stack.callback(critic.close)
         sandbox = stack.enter_context(Sandbox(cfg.rollout.sandbox))
         agent = stack.enter_context(AgentLoop(engine, sandbox, cfg.rollout.agent, store=store))
         opd = OPDParts(
