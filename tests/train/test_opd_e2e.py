@@ -167,3 +167,27 @@ def test_opd_scripted_student_gets_complete_reflections(
     assert metrics["accuracy"] == 1.0 and metrics["tool_call_rate"] == 1.0
     assert metrics["coverage_complete"] == 8 and metrics["stage_CORRECT"] == 8
     assert metrics["target_reflected"] == 8 and metrics["impact_sparsity"] is not None
+
+
+def test_opd_teacher_over_http_equals_in_process(
+    tiny_model_path: Path, teacher_path: Path, tmp_path: Path
+) -> None:
+    """teacher.base_url: the same run with the teacher behind /v1/score gives the same numbers."""
+    from beacon.engines.serve import run_app_in_thread
+    from beacon.train.opd_teacher import create_teacher_app
+
+    local = settings(tiny_model_path, teacher_path, tmp_path / "local")
+    local["train"]["max_steps"] = 1
+    run_opd(OPDConfig.model_validate(local))
+    handle = run_app_in_thread(create_teacher_app(str(teacher_path)))
+    try:
+        remote = settings(tiny_model_path, teacher_path, tmp_path / "remote")
+        remote["train"]["max_steps"] = 1
+        remote["teacher"]["base_url"] = handle.base_url
+        run_opd(OPDConfig.model_validate(remote))
+    finally:
+        handle.stop()
+    (a,) = read_metrics(tmp_path / "local" / "metrics.jsonl")
+    (b,) = read_metrics(tmp_path / "remote" / "metrics.jsonl")
+    for key in ("loss", "grad_norm", "impact_sparsity", "coverage_diagnosis_only"):
+        assert a[key] == b[key], key

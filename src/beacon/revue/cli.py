@@ -130,3 +130,18 @@ def analyze(
         typer.echo(json.dumps(asdict(result), indent=2))
     else:
         typer.echo(format_analysis(result))
+
+
+@app.command("serve-teacher")
+def serve_teacher(
+    model: str = typer.Option(..., "--model", help="Teacher checkpoint folder."),
+    host: str = typer.Option("127.0.0.1", "--host"),
+    port: int = typer.Option(8001, "--port"),
+    device: str = typer.Option("cpu", "--device", help="cpu or cuda."),
+) -> None:
+    """Serve an OPD teacher: top-K log-probs on given tokens at /v1/score (teacher.base_url)."""
+    import uvicorn
+
+    from beacon.train.opd_teacher import create_teacher_app
+
+    uvicorn.run(create_teacher_app(model, device), host=host, port=port, log_level="warning")

@@ -45,6 +45,15 @@ def load_teacher(cfg: OPDConfig, device: Any) -> Any:
     return teacher.to(device).eval().requires_grad_(False)
 
 
+def make_teacher(cfg: OPDConfig, device: Any, tokenizer: Any, pixels: Any, store: Any) -> Any:
+    """In-process `SequenceScorer`, or `RemoteTeacher` when teacher.base_url is set."""
+    if cfg.teacher.base_url is not None:
+        from beacon.train.opd_teacher import RemoteTeacher
+
+        return RemoteTeacher(cfg.teacher.base_url, store.get)
+    return SequenceScorer(load_teacher(cfg, device), tokenizer, pixels)
+
+
 def check_vocab(student_tok: Any, teacher_tok: Any) -> None:
     """The teacher scores the student's ids, so both must map ids to the same tokens."""
     if student_tok.tokenizer.get_vocab() != teacher_tok.tokenizer.get_vocab():
@@ -118,9 +127,9 @@ def run_opd(cfg: OPDConfig, resume: bool = False) -> TrainState:
     model, optimizer = accelerator.prepare(model, optimizer)
     accelerator.register_for_checkpointing(scheduler)
     student = accelerator.unwrap_model(model)
-    teacher = load_teacher(cfg, accelerator.device)
     store = ImageStore(run_dir / "images")
     pixels = PixelCache(tokenizer.processor.image_processor, store.get)
+    teacher = make_teacher(cfg, accelerator.device, tokenizer, pixels, store)
     bench = get_benchmark(cfg.data.benchmark)
     samples = list(bench.load(cfg.data.path, limit=cfg.data.limit, seed=cfg.data.seed))
     parts = loop.LoopParts(
@@ -153,7 +162,7 @@ def run_opd(cfg: OPDConfig, resume: bool = False) -> TrainState:
             store=store,
             tokenizer=tokenizer,
             student=SequenceScorer(student, tokenizer, pixels),
-            teacher=SequenceScorer(teacher, tokenizer, pixels),
+            teacher=teacher,
             critic=critic,
             run_dir=run_dir,
         )

@@ -32,6 +32,11 @@ class TeacherConfig(_Strict):
         description="base: vanilla OPD; gt: GT-privileged (reference answer in the prompt); "
         "reflection: ReVuE (critic reflection + support images).",
     )
+    base_url: str | None = Field(
+        None,
+        description="A teacher server (`beacon revue serve-teacher`, .../v1) scoring remotely; "
+        "null runs the teacher in-process. teacher.path still names its tokenizer.",
+    )
     reencode_check: bool = Field(
         True,
         description="Re-encode the completion text with the teacher tokenizer and require the "
