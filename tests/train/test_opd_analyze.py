@@ -46,3 +46,8 @@ def test_analyze_cli_prints_tables_and_names_a_bad_folder(tmp_path: Path) -> Non
     assert "misaligned" in out.output
     bad = CliRunner().invoke(app, ["revue", "analyze", str(tmp_path)])
     assert bad.exit_code != 0 and "train.output_dir" in bad.output
+
+
+def test_serve_teacher_command_is_registered() -> None:
+    out = CliRunner().invoke(app, ["revue", "serve-teacher", "--help"])
+    assert out.exit_code == 0 and "/v1/score" in out.output
