@@ -191,3 +191,15 @@ def test_opd_teacher_over_http_equals_in_process(
     (b,) = read_metrics(tmp_path / "remote" / "metrics.jsonl")
     for key in ("loss", "grad_norm", "impact_sparsity", "coverage_diagnosis_only"):
         assert a[key] == b[key], key
+
+
+def test_opd_one_supervised_token_trains_with_uniform_weights(
+    tiny_model_path: Path, teacher_path: Path, tmp_path: Path
+) -> None:
+    cfg = settings(tiny_model_path, teacher_path, tmp_path / "run")
+    cfg["train"]["max_steps"] = 1
+    cfg["rollout"]["agent"].update(max_turns=1, max_new_tokens_per_turn=1, max_total_new_tokens=1)
+    run_opd(OPDConfig.model_validate(cfg))
+    (metrics,) = read_metrics(tmp_path / "run" / "metrics.jsonl")
+    assert metrics["retained"] == 8 and metrics["loss_tokens"] == 8
+    assert metrics["weights_too_short"] == 8 and "weights_grouped" not in metrics  # |T| < 2

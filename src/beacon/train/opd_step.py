@@ -181,12 +181,12 @@ def opd_step(parts: OPDParts, samples: list[Sample], step: int) -> dict[str, Any
     if uses_critic:
         collect_critic(groups)
     generator = torch.Generator().manual_seed(episode_seed(parts.cfg.train.seed, step, 0, 0))
-    retained = sum(1 for g in groups for e in g.encoded if e.num_loss_tokens > 1)
+    retained = sum(1 for g in groups for e in g.encoded if e.num_loss_tokens > 0)
     records, losses, impacts = [], [], []
     for g, group in enumerate(groups):
         group.aligned = [True] * len(group.trajectories)
         for i, encoded in enumerate(group.encoded):
-            if encoded.num_loss_tokens <= 1:  # nothing to predict after the first token
+            if encoded.num_loss_tokens == 0:  # an episode that failed before generating
                 continue
             target = target_for(parts, group, i, base[g][i])
             positions = target.scores.num_positions
@@ -249,7 +249,7 @@ def _metrics(
         "loss": float(batch_loss(losses)) if losses else 0.0,
         "retained": len(losses),
         "tokens": sum(len(e) for g in groups for e in g.encoded),
-        "tokens_computed": sum(len(e) for g in groups for e in g.encoded if e.num_loss_tokens > 1),
+        "tokens_computed": sum(len(e) for g in groups for e in g.encoded if e.num_loss_tokens > 0),
         "loss_tokens": sum(r["positions"] for r in records),
         "accuracy": sum(sum(g.labels) for g in groups) / max(len(trajectories), 1),
         "tool_call_rate": sum(bool(t.tool_calls) for t in trajectories) / len(trajectories),
