@@ -15,9 +15,6 @@ from beacon.revue.config import RevueConfig
 from beacon.sandbox.config import SandboxConfig
 from beacon.train.config import ModelConfig, TrainConfig, _Strict
 
-TEACHER_CONTEXTS = ("base", "gt", "reflection")
-"""What the teacher is conditioned on (see `beacon.train.opd_score.teacher_context`)."""
-
 
 def _student_agent() -> AgentConfig:
     return AgentConfig(temperature=1.0, top_p=0.9, top_k=50, code_temperature=0.0)
@@ -88,10 +85,11 @@ class OPDConfig(_Strict):
 
     @model_validator(mode="after")
     def _check(self) -> OPDConfig:
+        from beacon.train.opd_step import TEACHER_CONTEXTS
+
         if self.teacher.context not in TEACHER_CONTEXTS:
-            raise ValueError(
-                f"teacher.context={self.teacher.context!r}; choose one of {TEACHER_CONTEXTS}"
-            )
+            choices = sorted(TEACHER_CONTEXTS)
+            raise ValueError(f"teacher.context={self.teacher.context!r}; choose one of {choices}")
         if self.model.lora is not None:
             raise ValueError(
                 "model.lora is not supported by OPD yet (rollout weight sync copies full "

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,8 @@ from beacon.types import Sample, Trajectory
 logger = logging.getLogger(__name__)
 
 REVUE_LOG = "revue.jsonl"
+TeacherContext = tuple[str, tuple[str, ...]] | None
+"""(text, support image keys) to condition the teacher on, or None for the base teacher."""
 _SEED_STRIDE = 1_000_003
 
 
@@ -131,22 +134,36 @@ def collect_critic(groups: list[Group]) -> None:
             logger.warning("critic output rejected: %s", "; ".join(group.assembly.problems))
 
 
-def teacher_context(parts: OPDParts, group: Group, i: int) -> tuple[str, tuple[str, ...]] | None:
-    """(text, support image keys) to condition the teacher on for trajectory i, or None."""
-    context = parts.cfg.teacher.context
-    if context == "gt":
-        return f"Reference answer (training-time guidance): {group.sample.answer}", ()
-    if context == "reflection" and group.assembly is not None:
-        reflection = group.assembly.reflections[i]
-        if reflection is not None:
-            keys = reflection.anchor.support_image_keys if reflection.anchor else ()
-            return reflection_text(reflection), keys
+def no_context(parts: OPDParts, group: Group, i: int) -> TeacherContext:
+    """Vanilla OPD: the teacher sees what the student saw."""
     return None
+
+
+def gt_context(parts: OPDParts, group: Group, i: int) -> TeacherContext:
+    """GT-privileged teacher: the reference answer appended to the first user message."""
+    return f"Reference answer (training-time guidance): {group.sample.answer}", ()
+
+
+def reflection_context(parts: OPDParts, group: Group, i: int) -> TeacherContext:
+    """ReVuE: the assembled reflection R_i and its anchor's support images, when R_i exists."""
+    reflection = group.assembly.reflections[i] if group.assembly is not None else None
+    if reflection is None:
+        return None
+    keys = reflection.anchor.support_image_keys if reflection.anchor else ()
+    return reflection_text(reflection), keys
+
+
+TEACHER_CONTEXTS: dict[str, Callable[[OPDParts, Group, int], TeacherContext]] = {
+    "base": no_context,
+    "gt": gt_context,
+    "reflection": reflection_context,
+}
+"""What the teacher is conditioned on, by config name (`teacher.context`)."""
 
 
 def target_for(parts: OPDParts, group: Group, i: int, base: TeacherScores) -> AdoptedTarget:
     """q* of trajectory i (Eq. 10): conditioned teacher when it exists and aligns, else q^0."""
-    context = teacher_context(parts, group, i)
+    context = TEACHER_CONTEXTS[parts.cfg.teacher.context](parts, group, i)
     if context is None:
         return adopted_target(base, None)
     cond = conditioned_sequence(
