@@ -203,3 +203,13 @@ def test_opd_one_supervised_token_trains_with_uniform_weights(
     (metrics,) = read_metrics(tmp_path / "run" / "metrics.jsonl")
     assert metrics["retained"] == 8 and metrics["loss_tokens"] == 8
     assert metrics["weights_too_short"] == 8 and "weights_grouped" not in metrics  # |T| < 2
+
+
+@pytest.mark.parametrize(
+    "path", sorted((SRC.parent / "configs" / "train").glob("opd*.yaml")), ids=lambda p: p.name
+)
+def test_shipped_opd_configs_validate(path: Path) -> None:
+    from beacon.train.config import load_train_config
+
+    cfg = load_train_config(OPDConfig, path, ["revue.alpha=0.05", "teacher.context=base"])
+    assert isinstance(cfg, OPDConfig) and cfg.revue.alpha == 0.05
