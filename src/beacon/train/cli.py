@@ -42,7 +42,18 @@ def sft_command(
     run_sft(cfg, resume=resume)
 
 
-@app.command("opd")
+OPD_EPILOG = """
+Example (tiny student and teacher, CPU, the scripted synth critic over local HTTP):
+
+  beacon tiny make runs/tiny-student --seed 0 && beacon tiny make runs/tiny-teacher --seed 1
+  beacon train opd --config configs/train/opd_tiny.yaml
+  beacon revue analyze runs/opd-tiny
+
+Variants: --set teacher.context=base|gt|reflection, --set revue.weighting=revue|uniform|...
+"""
+
+
+@app.command("opd", epilog=OPD_EPILOG)
 def opd_command(
     config: Path = typer.Option(..., "--config", "-c", help="YAML file of an OPDConfig."),
     sets: list[str] = typer.Option([], "--set", help="Override one key: revue.alpha=0.1."),
