@@ -28,6 +28,7 @@ from beacon.engines import cli as engines_cli
 from beacon.errors import UserError
 from beacon.eval import cli as eval_cli
 from beacon.images import ImageError
+from beacon.revue import cli as revue_cli
 from beacon.sandbox import cli as sandbox_cli
 from beacon.train import cli as train_cli
 
@@ -72,6 +73,7 @@ app.add_typer(annotate_cli.annotate_app, name="annotate")
 app.add_typer(annotate_cli.critic_app, name="critic")
 app.add_typer(train_cli.app, name="train")
 app.add_typer(data_cli.app, name="data")
+app.add_typer(revue_cli.app, name="revue")
 app.command("serve")(engines_cli.serve)
 app.command("run")(agent_cli.run)
 app.command("eval", epilog=eval_cli.EVAL_EPILOG)(eval_cli.eval_command)

@@ -11,7 +11,7 @@ from pathlib import Path
 import typer
 
 app = typer.Typer(
-    help="Train a model: cold-start SFT, GRPO with NAAR and HGCE (OPD to follow).",
+    help="Train a model: cold-start SFT, GRPO with NAAR and HGCE, OPD (ReVuE).",
     no_args_is_help=True,
 )
 
@@ -81,6 +81,43 @@ def grpo_command(
         raise typer.Exit(2) from None
     try:
         run_grpo(cfg, resume=resume)
+    except RunFolderError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+
+OPD_EPILOG = """
+Example (tiny student and teacher, CPU, the scripted synth critic over local HTTP):
+
+  beacon tiny make runs/tiny-student --seed 0 && beacon tiny make runs/tiny-teacher --seed 1
+  beacon train opd --config configs/train/opd_tiny.yaml
+  beacon revue analyze runs/opd-tiny
+
+Variants: --set teacher.context=base|gt|reflection, --set revue.weighting=revue|uniform|...
+"""
+
+
+@app.command("opd", epilog=OPD_EPILOG)
+def opd_command(
+    config: Path = typer.Option(..., "--config", "-c", help="YAML file of an OPDConfig."),
+    sets: list[str] = typer.Option([], "--set", help="Override one key: revue.alpha=0.1."),
+    resume: bool = typer.Option(
+        False, "--resume", help="Continue the run in train.output_dir from its newest checkpoint."
+    ),
+) -> None:
+    """On-policy distillation with ReVuE: critic reflections and token-impact weights."""
+    from beacon.config import ConfigError, load_config
+    from beacon.train.opd import run_opd
+    from beacon.train.opd_config import OPDConfig
+    from beacon.train.rundir import RunFolderError
+
+    try:
+        cfg = load_config(OPDConfig, config, sets)
+    except ConfigError as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(2) from None
+    try:
+        run_opd(cfg, resume=resume)
     except RunFolderError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None

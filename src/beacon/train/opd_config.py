@@ -1,0 +1,103 @@
+"""Settings of `beacon train opd` (ReVuE): student, teacher, data, rollouts, critic, loss, loop.
+
+Defaults are the paper's where it gives one (M = 8, code at temperature 0.0, text at 1.0,
+top-p 0.9, top-k 50; the `revue:` section holds K, alpha, lambda and the critic limits).
+`train.global_batch_size` is not used: a step is `rollout.items_per_step` items x
+`rollout.group_size` trajectories.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field, model_validator
+
+from beacon.agent.config import AgentConfig
+from beacon.revue.config import RevueConfig
+from beacon.sandbox.config import SandboxConfig
+from beacon.train.config import ModelConfig, TrainConfig, _Strict
+
+
+def _student_agent() -> AgentConfig:
+    return AgentConfig(temperature=1.0, top_p=0.9, top_k=50, code_temperature=0.0)
+
+
+class TeacherConfig(_Strict):
+    """The frozen teacher q, run in-process on the student's exact token ids."""
+
+    path: str = Field(..., description="Teacher checkpoint folder; must share the student's vocab.")
+    context: str = Field(
+        "reflection",
+        description="base: vanilla OPD; gt: GT-privileged (reference answer in the prompt); "
+        "reflection: ReVuE (critic reflection + support images).",
+    )
+    base_url: str | None = Field(
+        None,
+        description="A teacher server (`beacon revue serve-teacher`, .../v1) scoring remotely; "
+        "null runs the teacher in-process. teacher.path still names its tokenizer.",
+    )
+    reencode_check: bool = Field(
+        True,
+        description="Re-encode the completion text with the teacher tokenizer and require the "
+        "student's exact ids (Appendix A.3); a mismatch falls back to the base teacher.",
+    )
+
+
+class OPDDataConfig(_Strict):
+    """The training items (a registered benchmark, e.g. the generated `synth`)."""
+
+    benchmark: str = Field("synth", description="Benchmark name (beacon.benchmarks registry).")
+    path: str | None = Field(None, description="Benchmark file or folder; null for synth.")
+    limit: int = Field(16, ge=1, description="Items loaded.")
+    seed: int = Field(0, description="Benchmark seed (synth draws items from it).")
+
+
+class RolloutConfig(_Strict):
+    """Student rollouts through the agent loop and the sandbox."""
+
+    group_size: int = Field(8, ge=1, description="M: trajectories per item.")
+    items_per_step: int = Field(2, ge=1, description="Items per optimizer step.")
+    agent: AgentConfig = Field(default_factory=_student_agent, description="Agent loop settings.")
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig, description="Sandbox limits.")
+    batch_size: int = Field(16, ge=1, description="Generation batch of the in-process engine.")
+
+
+class CriticConfig(_Strict):
+    """Where the critic is: an OpenAI-compatible endpoint, or the scripted synth critic."""
+
+    base_url: str | None = Field(
+        None,
+        description="OpenAI-compatible base URL ending in /v1; null serves the scripted synth "
+        "critic (beacon.revue.scripted) on a local port for the run.",
+    )
+    model: str = Field("critic", description="Model name sent in the request.")
+    api_key_env: str | None = Field(None, description="Environment variable holding the API key.")
+
+
+class OPDConfig(_Strict):
+    """`beacon train opd`: on-policy distillation with ReVuE's reflections and weights."""
+
+    model: ModelConfig
+    teacher: TeacherConfig
+    data: OPDDataConfig = Field(default_factory=OPDDataConfig)
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+    critic: CriticConfig = Field(default_factory=CriticConfig)
+    revue: RevueConfig = Field(default_factory=RevueConfig)
+    train: TrainConfig
+
+    @model_validator(mode="after")
+    def _check(self) -> OPDConfig:
+        from beacon.train.opd_step import TEACHER_CONTEXTS
+
+        if self.teacher.context not in TEACHER_CONTEXTS:
+            choices = sorted(TEACHER_CONTEXTS)
+            raise ValueError(f"teacher.context={self.teacher.context!r}; choose one of {choices}")
+        if self.model.lora is not None:
+            raise ValueError(
+                "model.lora is not supported by OPD yet (rollout weight sync copies full "
+                "weights); remove model.lora"
+            )
+        if self.train.warmup_steps >= self.train.max_steps:
+            raise ValueError(
+                f"train.warmup_steps={self.train.warmup_steps} must be below "
+                f"train.max_steps={self.train.max_steps}"
+            )
+        return self

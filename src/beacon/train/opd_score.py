@@ -1,0 +1,164 @@
+"""OPD sequences and scoring: the student's exact tokens under the teacher (base and conditioned)
+and the student's logits on the teacher's support.
+
+Supervised positions T_i are the positions t with loss_mask[t] = 1 (every generated token, image
+tokens excluded, as `beacon.train.encode` masks them); the state at t - 1 predicts token t.
+
+Teacher conditioning (Appendix A.3), as done here:
+1. The base teacher scores the student's sequence as it is (same ids, same images): the teacher
+   must share the student's vocabulary, checked once when the run starts.
+2. The conditioned prompt is rebuilt from the item (`beacon.agent.prompts.first_turn` with the
+   image paths read back from the student's prompt) and must render to the student's prompt text
+   exactly; then `condition_messages` adds the reflection text and support images, and the
+   student's completion ids follow it unchanged.
+3. With `teacher.reencode_check`, every non-prompt segment is re-encoded from its text with the
+   teacher tokenizer and must give the student's ids (`check_alignment`); a sampled
+   non-canonical tokenization fails this and the trajectory keeps the base teacher ("misaligned").
+
+Both teacher passes and the student use the models' final hidden states and output projection
+(`teacher_topk`, `support_logits`): no [T, V] tensor is kept.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from PIL import Image
+from torch import Tensor
+
+from beacon.agent.formats import get_format
+from beacon.agent.prompts import first_turn
+from beacon.images import load_image
+from beacon.revue import (
+    AlignmentCheck,
+    TeacherScores,
+    check_alignment,
+    condition_messages,
+    support_logits,
+    teacher_topk,
+)
+from beacon.train.collate import PixelCache, collate
+from beacon.train.encode import EncodedTrajectory
+from beacon.types import Sample, Trajectory
+
+_IMAGE_PATH = re.compile(r'### User Image Path: "([^"]*)"')
+
+
+@dataclass
+class Conditioned:
+    """The reflection-conditioned sequence of one trajectory, or why there is none."""
+
+    encoded: EncodedTrajectory | None
+    alignment: AlignmentCheck
+
+
+def supervised_positions(encoded: EncodedTrajectory) -> Tensor:
+    """Indices t >= 1 of supervised tokens (the state at t - 1 predicts them)."""
+    mask = torch.tensor(encoded.loss_mask, dtype=torch.bool)
+    mask[0] = False
+    return mask.nonzero().squeeze(-1)
+
+
+class SequenceScorer:
+    """Final hidden states of one model on one encoded sequence (images through `pixels`)."""
+
+    def __init__(self, model: Any, tokenizer: Any, pixels: PixelCache | None) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.pixels = pixels
+
+    @property
+    def head(self) -> Any:
+        return self.model.get_output_embeddings()
+
+    def hidden(self, encoded: EncodedTrajectory) -> Tensor:
+        """[L, H] final (normed) hidden states of the sequence."""
+        batch = collate(
+            [encoded], self.tokenizer.pad_token_id, self.tokenizer.image_token_id, self.pixels
+        )
+        device = self.head.weight.device
+        out = self.model.model(**batch.to(device).model_inputs())
+        return out.last_hidden_state[0]
+
+    @torch.no_grad()
+    def teacher_scores(self, encoded: EncodedTrajectory, k: int, chunk_size: int) -> TeacherScores:
+        """`teacher_topk` on the supervised positions of `encoded`."""
+        positions = supervised_positions(encoded)
+        hidden = self.hidden(encoded)[positions - 1]
+        ids = torch.tensor(encoded.input_ids, device=hidden.device)[positions]
+        return teacher_topk(hidden, self.head.weight, ids, k, chunk_size, self.head.bias)
+
+    def support_logits(
+        self, encoded: EncodedTrajectory, support_ids: Tensor, chunk_size: int
+    ) -> Tensor:
+        """Student logits [T, K] on the adopted teacher's support (differentiable)."""
+        positions = supervised_positions(encoded)
+        hidden = self.hidden(encoded)[positions - 1]
+        return support_logits(
+            hidden, self.head.weight, support_ids.to(hidden.device), self.head.bias, chunk_size
+        )
+
+
+def conditioned_sequence(
+    trajectory: Trajectory,
+    encoded: EncodedTrajectory,
+    sample: Sample,
+    text: str,
+    support_keys: Sequence[str],
+    tokenizer: Any,
+    load_key: Callable[[str], Image.Image],
+    reencode_check: bool = True,
+) -> Conditioned:
+    """The teacher's conditioned sequence for `trajectory` (see the module docstring)."""
+    prompt = trajectory.segments[0]
+    images = [load_image(source) for source in sample.images]
+    messages = _rebuilt_prompt(trajectory, sample, images, tokenizer)
+    if messages is None:
+        return Conditioned(None, AlignmentCheck(False, "prompt does not rebuild from the item"))
+    completion = encoded.input_ids[len(prompt.token_ids) :]
+    if reencode_check:
+        check = check_alignment(completion, _reencoded(trajectory, tokenizer, load_key))
+        if not check.aligned:
+            return Conditioned(None, check)
+    support = [load_key(key) for key in support_keys]
+    rendered = tokenizer.render_chat(
+        condition_messages(messages, text, support), add_generation_prompt=True
+    )
+    prompt_ids = tokenizer.encode(rendered, [*images, *support])
+    out = EncodedTrajectory(
+        sample_id=encoded.sample_id,
+        input_ids=prompt_ids + completion,
+        loss_mask=[0] * len(prompt_ids) + encoded.loss_mask[len(prompt.token_ids) :],
+        images=[*prompt.images, *support_keys, *encoded.images[len(prompt.images) :]],
+    )
+    return Conditioned(out, AlignmentCheck(True))
+
+
+def _rebuilt_prompt(
+    trajectory: Trajectory, sample: Sample, images: list[Image.Image], tokenizer: Any
+) -> list[dict[str, Any]] | None:
+    """The student's opening messages rebuilt from the item, or None if they render otherwise."""
+    prompt = trajectory.segments[0]
+    paths = _IMAGE_PATH.findall(prompt.text)
+    tools = trajectory.mode != "notool"
+    if tools and len(paths) != len(images):
+        return None
+    fmt = get_format(trajectory.format)
+    messages = first_turn(sample.question, images, fmt=fmt, tools=tools, image_paths=paths)
+    if tokenizer.render_chat(messages, add_generation_prompt=True) != prompt.text:
+        return None
+    return messages
+
+
+def _reencoded(
+    trajectory: Trajectory, tokenizer: Any, load_key: Callable[[str], Image.Image]
+) -> list[int]:
+    ids: list[int] = []
+    for segment in trajectory.segments[1:]:
+        images = [load_key(key) for key in segment.images]
+        ids.extend(tokenizer.encode(segment.text, images))
+    return ids

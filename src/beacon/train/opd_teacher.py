@@ -1,0 +1,103 @@
+"""The OPD teacher behind HTTP: top-K log-probs and the sampled token's log-prob on given tokens.
+
+A large teacher rarely fits beside the student. `create_teacher_app` serves an in-process
+`SequenceScorer` at `POST /v1/score`; `RemoteTeacher` is its client with the same
+`teacher_scores(encoded, k, chunk_size)` method, so `opd_step` does not know which one it has
+(`teacher.base_url` picks). The reduction to top-K happens on the server (`teacher_topk`), so
+only T x K numbers cross the wire, never T x V.
+
+Wire format (JSON): request `{"input_ids": [...], "loss_mask": [...], "images": [{"key": k,
+"png": base64}], "k": K, "chunk_size": C}` with the images in token order; response
+`{"topk_ids": [[...]], "topk_logprobs": [[...]], "sampled_logprob": [...]}` for the supervised
+positions. Float32 values survive JSON exactly, so scores equal the in-process ones.
+
+What is not covered: vLLM's `prompt_logprobs` on multimodal token prompts (the GPU-scale
+teacher server) needs its own client; this server runs the `hf` path on one device.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from typing import Any
+
+import httpx
+import torch
+from PIL import Image
+
+from beacon.images import encode_png
+from beacon.revue import TeacherScores
+from beacon.train.encode import EncodedTrajectory
+
+
+class RemoteTeacher:
+    """Client of a teacher server; `load_key` turns the sequence's image keys into images."""
+
+    def __init__(self, base_url: str, load_key: Any, timeout_s: float = 600.0) -> None:
+        self.url = base_url.rstrip("/") + "/score"
+        self.load_key = load_key
+        self.client = httpx.Client(timeout=timeout_s)
+
+    def teacher_scores(self, encoded: EncodedTrajectory, k: int, chunk_size: int) -> TeacherScores:
+        images = [
+            {"key": key, "png": base64.b64encode(encode_png(self.load_key(key))).decode("ascii")}
+            for key in dict.fromkeys(encoded.images)
+        ]
+        body = {
+            "input_ids": encoded.input_ids,
+            "loss_mask": encoded.loss_mask,
+            "image_keys": encoded.images,
+            "images": images,
+            "k": k,
+            "chunk_size": chunk_size,
+        }
+        response = self.client.post(self.url, json=body)
+        if response.status_code >= 400:
+            raise RuntimeError(
+                f"teacher server {self.url} answered HTTP {response.status_code}: "
+                f"{response.text[:300]}; check teacher.base_url and the server's log"
+            )
+        data = response.json()
+        return TeacherScores(
+            torch.tensor(data["topk_ids"], dtype=torch.long).reshape(-1, k),
+            torch.tensor(data["topk_logprobs"], dtype=torch.float32).reshape(-1, k),
+            torch.tensor(data["sampled_logprob"], dtype=torch.float32),
+        )
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def create_teacher_app(model_path: str, device: str = "cpu") -> Any:
+    """A FastAPI app scoring sequences with the checkpoint at `model_path` (frozen, float32)."""
+    from fastapi import FastAPI
+    from transformers import AutoModelForImageTextToText
+
+    from beacon.engines.tokenizer import HFTokenizer
+    from beacon.train.collate import PixelCache
+    from beacon.train.opd_score import SequenceScorer
+
+    model = AutoModelForImageTextToText.from_pretrained(model_path, dtype=torch.float32)
+    model = model.to(device).eval().requires_grad_(False)
+    tokenizer = HFTokenizer.from_pretrained(model_path)
+    images: dict[str, Image.Image] = {}
+    pixels = PixelCache(tokenizer.processor.image_processor, images.__getitem__)
+    scorer = SequenceScorer(model, tokenizer, pixels)
+    app = FastAPI(title="beacon OPD teacher")
+
+    @app.post("/v1/score")
+    def score(body: dict[str, Any]) -> dict[str, Any]:
+        for item in body["images"]:
+            if item["key"] not in images:
+                images[item["key"]] = Image.open(io.BytesIO(base64.b64decode(item["png"])))
+        encoded = EncodedTrajectory(
+            "remote", body["input_ids"], body["loss_mask"], body["image_keys"]
+        )
+        scores = scorer.teacher_scores(encoded, int(body["k"]), int(body["chunk_size"]))
+        return {
+            "topk_ids": scores.topk_ids.tolist(),
+            "topk_logprobs": scores.topk_logprobs.tolist(),
+            "sampled_logprob": scores.sampled_logprob.tolist(),
+        }
+
+    return app

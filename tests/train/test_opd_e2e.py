@@ -1,0 +1,215 @@
+"""`beacon train opd` end to end on CPU: tiny student and teacher (different seeds), synth, the
+scripted critic over local HTTP; killed with SIGKILL and resumed to the same numbers; variants
+and faults (critic down, re-encoding mismatch) that must not stop the run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from safetensors.torch import load_file
+
+from beacon.train.metrics import read_metrics
+from beacon.train.opd import run_opd
+from beacon.train.opd_config import OPDConfig
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+
+@pytest.fixture(scope="session")
+def teacher_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from beacon.engines.tiny import make_tiny_model
+
+    return make_tiny_model(tmp_path_factory.mktemp("teacher"), seed=1)
+
+
+def settings(student: Path, teacher: Path, out: Path, **sets: Any) -> dict[str, Any]:
+    """A tiny OPD config: 2 items x M=4 per step, short episodes, the scripted critic."""
+    cfg: dict[str, Any] = {
+        "model": {"path": str(student)},
+        "teacher": {"path": str(teacher), "reencode_check": False},
+        "data": {"benchmark": "synth", "limit": 4},
+        "rollout": {
+            "group_size": 4,
+            "items_per_step": 2,
+            "agent": {
+                "temperature": 1.0,
+                "top_p": 0.9,
+                "top_k": 50,
+                "code_temperature": 0.0,
+                "max_turns": 2,
+                "max_new_tokens_per_turn": 12,
+                "max_total_new_tokens": 24,
+            },
+        },
+        "revue": {"critic_timeout_s": 20.0, "critic_retries": 0},
+        "train": {
+            "output_dir": str(out),
+            "max_steps": 2,
+            "lr": 1e-3,
+            "save_every": 1,
+            "progress_bar": False,
+            "tensorboard": False,
+        },
+    }
+    for key, value in sets.items():
+        section, name = key.split("__")
+        cfg.setdefault(section, {})[name] = value
+    return cfg
+
+
+def test_opd_killed_and_resumed_matches_uninterrupted(
+    tiny_model_path: Path, teacher_path: Path, tmp_path: Path
+) -> None:
+    reference = tmp_path / "reference"
+    run_opd(OPDConfig.model_validate(settings(tiny_model_path, teacher_path, reference)))
+    ref = read_metrics(reference / "metrics.jsonl")
+    assert [m["step"] for m in ref] == [1, 2]
+    assert ref[0]["coverage_diagnosis_only"] + ref[0]["coverage_complete"] == 8
+    assert ref[0]["target_reflected"] == 8 and ref[0]["impact_sparsity"] > 0.2
+    critic_log = (reference / "critic.jsonl").read_text().splitlines()
+    assert len(critic_log) == 4 and json.loads(critic_log[0])["error"] is None
+
+    killed = tmp_path / "killed"
+    cfg_file = tmp_path / "opd.yaml"
+    cfg_file.write_text(yaml.safe_dump(settings(tiny_model_path, teacher_path, killed)))
+    env = {**os.environ, "PYTHONPATH": str(SRC), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "beacon", "train", "opd", "--config", str(cfg_file)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 240
+    while not (killed / "checkpoint-1" / "COMPLETE").exists():
+        assert proc.poll() is None and time.monotonic() < deadline, "no checkpoint-1 written"
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    resumed_cfg = OPDConfig.model_validate(settings(tiny_model_path, teacher_path, killed))
+    run_opd(resumed_cfg, resume=True)
+    got = read_metrics(killed / "metrics.jsonl")
+    assert [m["step"] for m in got] == [1, 2]
+    for key in ("loss", "grad_norm", "impact_sparsity", "loss_tokens", "coverage_diagnosis_only"):
+        assert [m[key] for m in got] == [m[key] for m in ref], key
+    a = load_file(reference / "checkpoint-2" / "model.safetensors")
+    b = load_file(killed / "checkpoint-2" / "model.safetensors")
+    assert all((a[k] == b[k]).all() for k in a)
+    records = [json.loads(line) for line in (killed / "revue.jsonl").read_text().splitlines()]
+    assert sorted({r["step"] for r in records}) == [1, 2] and len(records) == 16
+
+
+@pytest.mark.parametrize(
+    ("sets", "expect"),
+    [
+        ({"teacher__context": "base", "revue__weighting": "uniform"}, {"target_no_reflection": 8}),
+        ({"teacher__context": "gt", "teacher__reencode_check": True}, {"target_misaligned": 8}),
+        (
+            {"critic__base_url": "http://127.0.0.1:9/v1", "revue__weighting": "mask_top"},
+            {"coverage_missing": 8, "critic_groups_missing": 2},
+        ),
+    ],
+    ids=["vanilla_opd", "gt_teacher_reencode_mismatch", "critic_down"],
+)
+def test_opd_variants_and_faults_keep_training(
+    tiny_model_path: Path, teacher_path: Path, tmp_path: Path, sets: dict, expect: dict
+) -> None:
+    cfg = settings(tiny_model_path, teacher_path, tmp_path / "run", **sets)
+    cfg["train"]["max_steps"] = 1
+    state = run_opd(OPDConfig.model_validate(cfg))
+    assert state.step == 1
+    (metrics,) = read_metrics(tmp_path / "run" / "metrics.jsonl")
+    for key, value in expect.items():
+        assert metrics[key] == value, key
+    assert metrics["retained"] == 8 and metrics["loss"] > 0
+
+
+def test_opd_config_names_bad_settings(tiny_model_path: Path) -> None:
+    cfg = settings(tiny_model_path, tiny_model_path, Path("x"), teacher__context="oracle")
+    with pytest.raises(ValueError, match=r"teacher\.context"):
+        OPDConfig.model_validate(cfg)
+
+
+def test_opd_scripted_student_gets_complete_reflections(
+    tiny_model_path: Path, teacher_path: Path, tmp_path: Path, monkeypatch, turn_script
+) -> None:
+    """A student forced to run code and answer right: all-correct groups, complete reflections
+    anchored at the original state, tool calls counted, and its canonical tokens re-encode."""
+    import beacon.engines.hf as hf
+    from beacon.benchmarks.synth import generate
+
+    answer = generate(0, 0).answer
+    turns = ["Zoom. <code>\n```python\nprint(1)\n```\n</code>", f"So <answer>{answer}</answer>"]
+
+    class ScriptedStudent(hf.HFEngine):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            tok = self.tokenizer
+            ids = [tok.encode(t) for t in turns]
+            ids[-1] = [*ids[-1], *tok.eos_token_ids[-1:]]
+            self.logits_processors = [turn_script(ids, tok.encode("</sandbox_output>")[0])]
+
+    monkeypatch.setattr(hf, "HFEngine", ScriptedStudent)
+    cfg = settings(tiny_model_path, teacher_path, tmp_path / "run", teacher__reencode_check=True)
+    cfg["data"]["limit"] = 1
+    cfg["train"]["max_steps"] = 1
+    cfg["rollout"]["agent"].update(max_new_tokens_per_turn=40, max_total_new_tokens=80)
+    run_opd(OPDConfig.model_validate(cfg))
+    (metrics,) = read_metrics(tmp_path / "run" / "metrics.jsonl")
+    assert metrics["accuracy"] == 1.0 and metrics["tool_call_rate"] == 1.0
+    assert metrics["coverage_complete"] == 8 and metrics["stage_CORRECT"] == 8
+    assert metrics["target_reflected"] == 8 and metrics["impact_sparsity"] is not None
+
+
+def test_opd_teacher_over_http_equals_in_process(
+    tiny_model_path: Path, teacher_path: Path, tmp_path: Path
+) -> None:
+    """teacher.base_url: the same run with the teacher behind /v1/score gives the same numbers."""
+    from beacon.engines.serve import run_app_in_thread
+    from beacon.train.opd_teacher import create_teacher_app
+
+    local = settings(tiny_model_path, teacher_path, tmp_path / "local")
+    local["train"]["max_steps"] = 1
+    run_opd(OPDConfig.model_validate(local))
+    handle = run_app_in_thread(create_teacher_app(str(teacher_path)))
+    try:
+        remote = settings(tiny_model_path, teacher_path, tmp_path / "remote")
+        remote["train"]["max_steps"] = 1
+        remote["teacher"]["base_url"] = handle.base_url
+        run_opd(OPDConfig.model_validate(remote))
+    finally:
+        handle.stop()
+    (a,) = read_metrics(tmp_path / "local" / "metrics.jsonl")
+    (b,) = read_metrics(tmp_path / "remote" / "metrics.jsonl")
+    for key in ("loss", "grad_norm", "impact_sparsity", "coverage_diagnosis_only"):
+        assert a[key] == b[key], key
+
+
+def test_opd_one_supervised_token_trains_with_uniform_weights(
+    tiny_model_path: Path, teacher_path: Path, tmp_path: Path
+) -> None:
+    cfg = settings(tiny_model_path, teacher_path, tmp_path / "run")
+    cfg["train"]["max_steps"] = 1
+    cfg["rollout"]["agent"].update(max_turns=1, max_new_tokens_per_turn=1, max_total_new_tokens=1)
+    run_opd(OPDConfig.model_validate(cfg))
+    (metrics,) = read_metrics(tmp_path / "run" / "metrics.jsonl")
+    assert metrics["retained"] == 8 and metrics["loss_tokens"] == 8
+    assert metrics["weights_too_short"] == 8 and "weights_grouped" not in metrics  # |T| < 2
+
+
+@pytest.mark.parametrize(
+    "path", sorted((SRC.parent / "configs" / "train").glob("opd*.yaml")), ids=lambda p: p.name
+)
+def test_shipped_opd_configs_validate(path: Path) -> None:
+    from beacon.config import load_config
+
+    cfg = load_config(OPDConfig, path, ["revue.alpha=0.05", "teacher.context=base"])
+    assert isinstance(cfg, OPDConfig) and cfg.revue.alpha == 0.05
