@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -41,9 +41,11 @@ from beacon.revue import (
     verify_group,
 )
 from beacon.train.encode import EncodedTrajectory, encode_trajectory
-from beacon.train.opd_config import OPDConfig
 from beacon.train.opd_score import SequenceScorer, conditioned_sequence
 from beacon.types import Sample, Trajectory
+
+if TYPE_CHECKING:
+    from beacon.train.opd_config import OPDConfig
 
 logger = logging.getLogger(__name__)
 
