@@ -17,6 +17,7 @@ command is run, and the only changes made to it:
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shlex
@@ -152,3 +153,20 @@ def test_main_job_runs_as_written(tmp_path: Path) -> None:
     assert "Traceback" not in done.stderr
     for name in ("samples.jsonl", "trajectories.jsonl", "summary.json", "report.md"):
         assert (tmp_path / "runs" / "eval" / name).is_file(), name
+
+
+@pytest.mark.slow
+def test_openai_engine_without_a_tokenizer_runs_text_only(tour: Path) -> None:
+    """The server's model name is neither a local path nor cached: the episode runs text-only."""
+    tiny, port = tour / "tiny", free_port()
+    if not tiny.is_dir():
+        run("beacon tiny make /tmp/tiny", tour, tiny, port)
+    serve = argv(f"beacon serve --model /tmp/tiny --port {port}", tiny, port)
+    with serving([*serve, "--served-model-name", "served-tiny"], tour, port):
+        eval_ = f"beacon eval --engine openai --base-url http://127.0.0.1:{port}/v1"
+        done = run(f"{eval_} --model served-tiny --limit 1 --out runs/text", tour, tiny, port)
+    assert done.returncode == 0, done.stderr
+    lines = (tour / "runs" / "text" / "trajectories.jsonl").read_text().splitlines()
+    segments = [s for line in lines for s in json.loads(line)["trajectory"]["segments"]]
+    generated = [s for s in segments if s["role"] == "generated"]
+    assert generated and all(s["text"] and not s["token_ids"] for s in generated)
