@@ -4,6 +4,7 @@ folder. A config error with one problem is one line; with several, one line per 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -75,9 +76,11 @@ BAD_INPUTS = [
     (["run", "--image", "corrupt.png", "--question", "q"], "cannot be read as an image"),
     (["run", "--image", "ok.png", "--question", "q", "--mode", "x"], "tool or notool"),
     (["run", "--image", "ok.png", "--question", "q", "--model", "/missing/dir"], "no such folder"),
-    (["sandbox", "run", "--image", "nope.png", "--code", "crop.py"], "nope.png"),
-    (["sandbox", "run", "--image", "corrupt.png", "--code", "crop.py"], "cannot decode"),
-    (["sandbox", "run", "--image", "ok.png", "--code", "nope.py"], "nope.py"),
+    (["sandbox", "run", "--image", "nope.png", "--code", "crop.py"], "--image nope.png: no such"),
+    (["sandbox", "run", "--image", "afile", "--code", "crop.py"], "--image afile: cannot decode"),
+    (["sandbox", "run", "--image", "corrupt.png", "--code", "crop.py"], "corrupt.png: cannot"),
+    (["sandbox", "run", "--image", "ok.png", "--code", "nope.py"], "--code nope.py"),
+    (["sandbox", "run", "--image", "ok.png", "--code", "corrupt.png"], "not a readable text"),
     (["report", "."], "no samples.jsonl"),
     (["report"], "Missing argument"),
     (["nosuchcommand"], "No such command"),
@@ -92,6 +95,8 @@ def test_bad_input_gets_one_clear_line(workdir: Path, args: list[str], fragment:
     assert "Traceback" not in done.stderr, done.stderr
     lines = [line for line in done.stderr.strip().splitlines() if not INFO_LOG.match(line)]
     assert len(lines) == 1, done.stderr
+    if args[0] == "sandbox":  # inputs are checked before any worker starts: no INFO lines
+        assert len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert fragment in lines[0], lines[0]
     assert snapshot(workdir) == before, "a refused command must leave no run folder behind"
 
@@ -104,3 +109,13 @@ def test_report_of_several_runs_needs_its_own_folder(workdir: Path) -> None:
     assert done.returncode == 2 and "--out" in done.stderr
     done = beacon(["report", "a", "b", "--out", "a/cmp"], workdir)
     assert done.returncode == 2 and "inside run a" in done.stderr
+
+
+def test_sandbox_run_saves_images_outside_the_current_folder(workdir: Path) -> None:
+    (workdir / "show.py").write_text("image.crop((0, 0, 4, 4)).show()\n")
+    before = snapshot(workdir)
+    done = beacon(["sandbox", "run", "--image", "ok.png", "--code", "show.py"], workdir)
+    assert done.returncode == 0, done.stderr
+    saved = json.loads(done.stdout)["images"]
+    assert saved and all(Path(p).is_file() and workdir not in Path(p).parents for p in saved)
+    assert snapshot(workdir) == before
