@@ -55,8 +55,10 @@ def run(
         raise typer.BadParameter("; ".join(exc.problems)) from None
     try:
         load_image(image)
-    except (ImageError, OSError) as exc:
-        raise UserError(f"--image {image}: cannot be read as an image ({exc})") from None
+    except (ImageError, OSError):
+        raise UserError(
+            f"--image {image}: cannot be read as an image; give a PNG or JPEG file"
+        ) from None
     store = ImageStore(out / "images") if out else None
     sample = Sample(id=image.stem, images=[image], question=question, answer="")
     eng = build_engine(engine_cfg)
