@@ -269,7 +269,8 @@ def _offline_is_one_line(hub: str) -> Iterator[None]:
     from huggingface_hub import constants
 
     fix = f"pass a local copy with --data NAME=PATH, or go online once to cache {hub!r}"
-    if not constants.HF_HUB_OFFLINE and not _hub_reachable(constants.ENDPOINT):
+    local = Path(hub).exists()  # datasets also loads a folder in hub layout
+    if not local and not constants.HF_HUB_OFFLINE and not _hub_reachable(constants.ENDPOINT):
         raise UserError(
             f"the Hugging Face hub ({constants.ENDPOINT}) is unreachable: set HF_HUB_OFFLINE=1 "
             f"to use a cached copy of {hub!r}, or {fix}"
