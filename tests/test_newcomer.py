@@ -133,3 +133,11 @@ def test_unreachable_hub_is_one_line_at_once(workdir: Path) -> None:
     assert "unreachable" in done.stderr and "HF_HUB_OFFLINE=1" in done.stderr
     assert "--data" in done.stderr
     assert snapshot(workdir) == before
+
+
+@pytest.mark.parametrize("command", [[], ["run"], ["eval"]], ids=["beacon", "run", "eval"])
+def test_help_shows_no_bool_type_on_plain_flags(workdir: Path, command: list[str]) -> None:
+    done = beacon([*command, "--help"], workdir, COLUMNS="100")
+    assert done.returncode == 0, done.stderr
+    flags = [line for line in done.stdout.splitlines() if "<bool>" in line]
+    assert all("--help" in line for line in flags), flags  # typer's own --help keeps its type

@@ -21,9 +21,11 @@ def run(
     temperature: float = typer.Option(0.0, help="Sampling temperature (0 = greedy)."),
     out: Path = typer.Option(None, help="Folder for the trajectory JSON and its images."),
     show_prompt: bool = typer.Option(
-        False, "--show-prompt", help="Also print the rendered prompt."
+        False, "--show-prompt", metavar="", help="Also print the rendered prompt."
     ),
-    json_: bool = typer.Option(False, "--json", help="Print the trajectory as JSON instead."),
+    json_: bool = typer.Option(
+        False, "--json", metavar="", help="Print the trajectory as JSON instead."
+    ),
 ) -> None:
     """Run one episode and print the trajectory: reasoning, code, observations, answer."""
     from beacon.agent.config import AgentConfig

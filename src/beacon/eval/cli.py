@@ -78,9 +78,9 @@ def eval_command(
     config: Path = typer.Option(None, "--config", "-c", help="YAML config file."),
     set_: list[str] = typer.Option([], "--set", help="Override a setting: a.b=value."),
     show_config: bool = typer.Option(
-        False, "--show-config", help="Print every setting with its help and exit."
+        False, "--show-config", metavar="", help="Print every setting with its help and exit."
     ),
-    no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
+    no_progress: bool = typer.Option(False, "--no-progress", metavar="", help="No progress bar."),
 ) -> None:
     """Evaluate a model on benchmarks with and without tools; write samples, summary, report."""
     from beacon.config import describe, load_config
