@@ -52,9 +52,14 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _options(
-    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log debug messages."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", metavar="", help="Log debug messages."),
     version: bool = typer.Option(
-        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        False,
+        "--version",
+        metavar="",
+        callback=_version,
+        is_eager=True,
+        help="Print the version and exit.",
     ),
 ) -> None:
     """Beacon command line."""

@@ -21,9 +21,11 @@ def run(
     temperature: float = typer.Option(0.0, help="Sampling temperature (0 = greedy)."),
     out: Path = typer.Option(None, help="Folder for the trajectory JSON and its images."),
     show_prompt: bool = typer.Option(
-        False, "--show-prompt", help="Also print the rendered prompt."
+        False, "--show-prompt", metavar="", help="Also print the rendered prompt."
     ),
-    json_: bool = typer.Option(False, "--json", help="Print the trajectory as JSON instead."),
+    json_: bool = typer.Option(
+        False, "--json", metavar="", help="Print the trajectory as JSON instead."
+    ),
 ) -> None:
     """Run one episode and print the trajectory: reasoning, code, observations, answer."""
     from beacon.agent.config import AgentConfig
@@ -55,8 +57,10 @@ def run(
         raise typer.BadParameter("; ".join(exc.problems)) from None
     try:
         load_image(image)
-    except (ImageError, OSError) as exc:
-        raise UserError(f"--image {image}: cannot be read as an image ({exc})") from None
+    except (ImageError, OSError):
+        raise UserError(
+            f"--image {image}: cannot be read as an image; give a PNG or JPEG file"
+        ) from None
     store = ImageStore(out / "images") if out else None
     sample = Sample(id=image.stem, images=[image], question=question, answer="")
     eng = build_engine(engine_cfg)

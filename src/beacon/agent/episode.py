@@ -198,7 +198,9 @@ class EpisodeState:
             self._finish("stop")
 
     def _append_generated(self, result: GenerationResult) -> None:
-        ids = list(result.token_ids)
+        # Without a tokenizer the episode is text-only (module docstring): ids a server sent
+        # cannot be split or re-encoded consistently, so they are not kept.
+        ids = list(result.token_ids) if self.tokenizer is not None else []
         kind = "code" if self.in_code and self.spec.tools else "text"
         if self.tokenizer is not None and not ids and result.text:
             # A tokenizer-backed episode must never guess ids: an engine that returned text only
@@ -208,7 +210,7 @@ class EpisodeState:
         pieces = (
             self._split_code(result.text, ids) if kind == "text" else [(kind, result.text, ids)]
         )
-        logprobs = list(result.logprobs) if result.logprobs is not None else None
+        logprobs = list(result.logprobs) if result.logprobs is not None and ids else None
         start = 0
         for piece_kind, text, piece_ids in pieces:
             piece_lp = None if logprobs is None else logprobs[start : start + len(piece_ids)]

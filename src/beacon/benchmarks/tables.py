@@ -12,13 +12,17 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import json
 import math
+import socket
+import urllib.parse
 import zipfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from beacon.errors import UserError
 from beacon.types import ImageSource
 
 TABLE_SUFFIXES = (".json", ".jsonl", ".parquet", ".tsv", ".csv", ".xlsx")
@@ -36,7 +40,8 @@ def hub_rows(
     """Rows of a hub dataset split, with image columns left encoded ({"bytes", "path"})."""
     import datasets
 
-    dataset = datasets.load_dataset(hub, config, revision=revision, split=split)
+    with _offline_is_one_line(hub):
+        dataset = datasets.load_dataset(hub, config, revision=revision, split=split)
     for column in image_columns:
         if column in dataset.column_names and isinstance(dataset.features[column], datasets.Image):
             dataset = dataset.cast_column(column, datasets.Image(decode=False))
@@ -243,8 +248,51 @@ def hub_snapshot(hub: str, revision: str | None, files: Sequence[str] | None = N
     from huggingface_hub import snapshot_download
 
     patterns = list(files) if files is not None else None
-    folder = snapshot_download(hub, repo_type="dataset", revision=revision, allow_patterns=patterns)
+    with _offline_is_one_line(hub):
+        folder = snapshot_download(
+            hub, repo_type="dataset", revision=revision, allow_patterns=patterns
+        )
     return Path(folder)
+
+
+_HUB_PROBE_TIMEOUT_S = 3.0  # a reachable hub answers a TCP connect well within this
+
+
+@contextlib.contextmanager
+def _offline_is_one_line(hub: str) -> Iterator[None]:
+    """Turn "no network and not cached" into one `UserError` that says what to do.
+
+    Without this, an unreachable hub costs minutes of retries and ends in a long trace. The hub
+    is probed once with a short TCP connect; offline (`HF_HUB_OFFLINE=1`) the cache is used and
+    a miss is reported.
+    """
+    from huggingface_hub import constants
+
+    fix = f"pass a local copy with --data NAME=PATH, or go online once to cache {hub!r}"
+    local = Path(hub).exists()  # datasets also loads a folder in hub layout
+    if not local and not constants.HF_HUB_OFFLINE and not _hub_reachable(constants.ENDPOINT):
+        raise UserError(
+            f"the Hugging Face hub ({constants.ENDPOINT}) is unreachable: set HF_HUB_OFFLINE=1 "
+            f"to use a cached copy of {hub!r}, or {fix}"
+        )
+    try:
+        yield
+    except OSError:
+        if not constants.HF_HUB_OFFLINE:
+            raise
+        raise UserError(
+            f"{hub!r} is not in the local Hugging Face cache (HF_HUB_OFFLINE=1): {fix}"
+        ) from None
+
+
+def _hub_reachable(endpoint: str) -> bool:
+    url = urllib.parse.urlsplit(endpoint)
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        socket.create_connection((url.hostname or "", port), timeout=_HUB_PROBE_TIMEOUT_S).close()
+    except OSError:
+        return False
+    return True
 
 
 class ZipImages:

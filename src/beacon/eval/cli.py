@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import typer
@@ -77,9 +78,9 @@ def eval_command(
     config: Path = typer.Option(None, "--config", "-c", help="YAML config file."),
     set_: list[str] = typer.Option([], "--set", help="Override a setting: a.b=value."),
     show_config: bool = typer.Option(
-        False, "--show-config", help="Print every setting with its help and exit."
+        False, "--show-config", metavar="", help="Print every setting with its help and exit."
     ),
-    no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
+    no_progress: bool = typer.Option(False, "--no-progress", metavar="", help="No progress bar."),
 ) -> None:
     """Evaluate a model on benchmarks with and without tools; write samples, summary, report."""
     from beacon.config import describe, load_config
@@ -95,14 +96,36 @@ def eval_command(
         model, engine, base_url, bench, modes, samples, concurrency, limit, out, data
     )
     cfg = load_config(EvalConfig, path=config, overrides=[*overrides, *set_])
+    from beacon.errors import UserError
     from beacon.eval.runner import InfrastructureErrors, run_eval
 
+    created = _first_missing(Path(cfg.out))
     try:
         summary = run_eval(cfg, progress=not no_progress)
+    except UserError:
+        _remove_if_untouched(Path(cfg.out), created)
+        raise
     except InfrastructureErrors as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
     _print_headline(summary, Path(cfg.out))
+
+
+def _first_missing(out: Path) -> Path | None:
+    """The outermost folder of `out` that does not exist yet (the run would create it)."""
+    missing = [p for p in (out, *out.absolute().parents) if not p.exists()]
+    return missing[-1] if missing else None
+
+
+def _remove_if_untouched(out: Path, created: Path | None) -> None:
+    """A refused run (hub data unreachable, ...) leaves no folder that holds only its config."""
+    if created is None or not out.is_dir() or {p.name for p in out.iterdir()} - {"config.yaml"}:
+        return
+    shutil.rmtree(out)
+    for parent in out.absolute().parents:
+        if not parent.is_relative_to(created.absolute()) or any(parent.iterdir()):
+            break
+        parent.rmdir()
 
 
 def _print_headline(summary: dict, out: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import tempfile
 from pathlib import Path
 
 import typer
@@ -19,7 +20,9 @@ def run(
     image: list[Path] = typer.Option(..., "--image", help="Input image (repeat for several)."),
     code: Path = typer.Option(..., "--code", help="Python file to run; '-' reads stdin."),
     out: Path = typer.Option(
-        Path("sandbox_out"), "--out", help="Folder where returned images are saved as PNG."
+        None,
+        "--out",
+        help="Folder where returned images are saved as PNG (default: a new temporary folder).",
     ),
     timeout: float = typer.Option(10.0, "--timeout", help="Wall-clock limit in seconds."),
     isolation: str = typer.Option(
@@ -29,12 +32,13 @@ def run(
     """Run CODE with `image` / `image_path` bound to IMAGE; print the result as JSON."""
     from beacon.sandbox import Sandbox, SandboxConfig
 
-    source = sys.stdin.read() if str(code) == "-" else code.read_text()
+    source = _read_inputs(image, code)
     config = SandboxConfig(timeout_s=timeout, isolation=isolation, num_workers=1)
     with Sandbox(config) as sandbox, sandbox.session(images=list(image)) as session:
         result = session.run(source)
         saved = []
         if result.images:
+            out = out or Path(tempfile.mkdtemp(prefix="beacon_sandbox_"))
             out.mkdir(parents=True, exist_ok=True)
         for i, img in enumerate(result.images):
             path = out / f"image_{i}.png"
@@ -55,3 +59,24 @@ def run(
     typer.echo(json.dumps(report, indent=2))
     if not result.ok:
         raise typer.Exit(1)
+
+
+def _read_inputs(images: list[Path], code: Path) -> str:
+    """Check every image and read the code before any worker starts, so a bad input is one line."""
+    from beacon.errors import UserError
+    from beacon.images import ImageError, load_image
+
+    for path in images:
+        if not path.is_file():
+            raise UserError(f"--image {path}: no such file; give a readable image file")
+        try:
+            load_image(path)
+        except (ImageError, OSError):
+            raise UserError(f"--image {path}: cannot decode it as an image") from None
+    if str(code) == "-":
+        return sys.stdin.read()
+    try:
+        return code.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = getattr(exc, "strerror", None) or "not a readable text file"
+        raise UserError(f"--code {code}: {reason}; give a Python file or '-' for stdin") from None
