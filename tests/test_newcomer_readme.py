@@ -10,9 +10,10 @@ command is run, and the only changes made to it:
   `crop.py`.
 - Hub-model commands run with `HF_HUB_OFFLINE=1` (no network in tests): they must end in one
   line on stderr and a non-zero exit, no traceback.
-- The served eval and the main job (`beacon eval --limit 10`, minutes on 2 cores) get
-  `--limit 1` appended, the command otherwise verbatim (the last `--limit` wins);
-  `BEACON_FULL_README=1` runs the main job without it.
+- The served eval gets `--limit 1` appended, the command otherwise verbatim (the last
+  `--limit` wins). The main job (`beacon demo --quick`, about a minute) runs verbatim; the full
+  demo (`beacon demo`, about 50 minutes) gets `--show-config` appended, which checks that its
+  settings resolve without training (`BEACON_FULL_README=1` runs it in full).
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ from PIL import Image
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src"
-MAIN_JOB = "beacon eval --limit 10"
+MAIN_JOB = "beacon demo --quick"
+FULL_DEMO = "beacon demo"
 HUB_MODEL = "Qwen/"
 INFO_LOG = re.compile(r"^\d{4}-\d\d-\d\d [\d:,]+ (DEBUG|INFO|WARNING) ")
 
@@ -116,6 +118,7 @@ def stderr_lines(done: subprocess.CompletedProcess) -> list[str]:
 def test_readme_lists_the_commands_this_test_runs() -> None:
     commands = readme_commands()
     assert MAIN_JOB in commands
+    assert FULL_DEMO in commands
     assert any(c.startswith("beacon serve") for c in commands)
     assert any(HUB_MODEL in c for c in commands)
 
@@ -134,6 +137,8 @@ def test_short_tour_runs_as_written(tour: Path) -> None:
                 for name in ("a", "b"):
                     shutil.copytree(tour / "runs" / "served", tour / "runs" / name)
             extra = ("--limit", "1") if "--engine openai" in command else ()
+            if command == FULL_DEMO and os.environ.get("BEACON_FULL_README") != "1":
+                extra = ("--show-config",)
             done = run(command, tour, tiny, port, extra)
             assert "Traceback" not in done.stderr, f"{command}\n{done.stderr}"
             if HUB_MODEL in command:  # offline: one clear line, non-zero exit
@@ -148,16 +153,14 @@ def test_short_tour_runs_as_written(tour: Path) -> None:
 
 @pytest.mark.slow
 def test_main_job_runs_as_written(tmp_path: Path) -> None:
-    """The README's main job, verbatim with `--limit 1` appended (the last --limit wins).
-
-    Verbatim it took 2.5-3.5 min on an idle 2-core machine and over 20 min on a busy one, too
-    long for the suite; `BEACON_FULL_README=1` runs it without the appended limit."""
-    extra = () if os.environ.get("BEACON_FULL_README") == "1" else ("--limit", "1")
-    done = run(MAIN_JOB, tmp_path, tmp_path / "unused", 0, extra)
+    """The README's main job, verbatim: the quick demo, every stage, report with plots."""
+    done = run(MAIN_JOB, tmp_path, tmp_path / "unused", 0)
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
-    for name in ("samples.jsonl", "trajectories.jsonl", "summary.json", "report.md"):
-        assert (tmp_path / "runs" / "eval" / name).is_file(), name
+    out = tmp_path / "runs" / "demo-quick"
+    for name in ("report.md", "learning_curves.png", "adaptivity.png", "revue.png", "demo.yaml"):
+        assert (out / name).is_file(), name
+    assert (out / "eval" / "opd-revue" / "summary.json").is_file()
 
 
 @pytest.mark.slow

@@ -24,6 +24,7 @@ from beacon.annotate import cli as annotate_cli
 from beacon.benchmarks import cli as benchmarks_cli
 from beacon.config import ConfigError
 from beacon.data import cli as data_cli
+from beacon.demo import cli as demo_cli
 from beacon.engines import cli as engines_cli
 from beacon.errors import UserError
 from beacon.eval import cli as eval_cli
@@ -83,6 +84,7 @@ app.command("serve")(engines_cli.serve)
 app.command("run")(agent_cli.run)
 app.command("eval", epilog=eval_cli.EVAL_EPILOG)(eval_cli.eval_command)
 app.command("report")(eval_cli.report_command)
+app.command("demo", epilog=demo_cli.DEMO_EPILOG)(demo_cli.demo_command)
 
 
 # A file the user named that is missing, unreadable or not an image: their input, not our bug.

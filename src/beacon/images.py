@@ -29,9 +29,11 @@ def load_image(source: ImageSource, max_pixels: int = MAX_IMAGE_PIXELS) -> Image
     """Decode `source` (PIL image, path, raw bytes or a base64 string) to an RGB PIL image.
 
     Raises ImageError with the reason; callers record it for the sample instead of crashing.
+    A PIL source is copied: episodes of one item run in threads, and a PIL image is not safe to
+    save from two threads at once (`save` keeps its encoder settings on the image object).
     """
     if isinstance(source, Image.Image):
-        image = source
+        image = source.copy()
     else:
         data = _read_bytes(source)
         try:

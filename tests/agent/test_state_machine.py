@@ -113,6 +113,15 @@ def test_notool_records_the_attempt_and_reads_past_an_answer_in_code() -> None:
     assert shape(traj) == ["prompt", "text", "text"]
 
 
+def test_a_call_continued_over_many_requests_shares_its_turns_budget() -> None:
+    """A model repeating the answer tag inside code (seen in `beacon demo`): each repeat ends a
+    request, and the code goes on; the turn's budget, not the episode's, must end it."""
+    traj, engine, _ = run("<code>\n" + "</answer>" * 500, mode="notool", max_new_tokens_per_turn=40)
+    assert traj.finish_reason == "max_tokens"
+    assert len(engine.requests) <= 21  # 2 tokens per request (9 characters), 40 in the turn
+    assert all(r.sampling.max_new_tokens <= 40 for r in engine.requests)
+
+
 def test_tool_call_carries_what_the_sandbox_reported() -> None:
     result = ExecResult(
         ok=True,

@@ -543,6 +543,8 @@ def build_gameqa_lite(tmp: Path) -> Path:
 
 BUILDERS: dict[str, Callable[[Path], Path]] = {
     "synth": lambda tmp: None,
+    "synth_demo": lambda tmp: None,
+    "synth_demo_hinted": lambda tmp: None,
     "mathvista": lambda tmp: DATA / "mathvista",
     "mathverse": lambda tmp: DATA / "mathverse" / "testmini.json",
     "hallusionbench": lambda tmp: DATA / "hallusionbench",

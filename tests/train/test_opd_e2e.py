@@ -141,13 +141,16 @@ def test_opd_config_names_bad_settings(tiny_model_path: Path) -> None:
 def test_opd_scripted_student_gets_complete_reflections(
     tiny_model_path: Path, teacher_path: Path, tmp_path: Path, monkeypatch, turn_script
 ) -> None:
-    """A student forced to run code and answer right: all-correct groups, complete reflections
-    anchored at the original state, tool calls counted, and its canonical tokens re-encode."""
+    """A student forced to crop the evidence and answer right: all-correct groups, complete
+    reflections anchored at its crop (the item is hard: the full view is not sufficient), tool
+    calls counted, and its canonical tokens re-encode."""
     import beacon.engines.hf as hf
     from beacon.benchmarks.synth import generate
 
-    answer = generate(0, 0).answer
-    turns = ["Zoom. <code>\n```python\nprint(1)\n```\n</code>", f"So <answer>{answer}</answer>"]
+    item = generate(0, 0)
+    x0, y0, x1, y1 = item.metadata["region"]
+    crop = f"image.crop(({x0 - 8}, {y0 - 8}, {x1 + 8}, {y1 + 8})).show()"
+    turns = [f"Zoom. <code>\n```python\n{crop}\n```\n</code>", f"So <answer>{item.answer}</answer>"]
 
     class ScriptedStudent(hf.HFEngine):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -161,7 +164,7 @@ def test_opd_scripted_student_gets_complete_reflections(
     cfg = settings(tiny_model_path, teacher_path, tmp_path / "run", teacher__reencode_check=True)
     cfg["data"]["limit"] = 1
     cfg["train"]["max_steps"] = 1
-    cfg["rollout"]["agent"].update(max_new_tokens_per_turn=40, max_total_new_tokens=80)
+    cfg["rollout"]["agent"].update(max_new_tokens_per_turn=120, max_total_new_tokens=240)
     run_opd(OPDConfig.model_validate(cfg))
     (metrics,) = read_metrics(tmp_path / "run" / "metrics.jsonl")
     assert metrics["accuracy"] == 1.0 and metrics["tool_call_rate"] == 1.0

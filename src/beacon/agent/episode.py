@@ -84,6 +84,7 @@ class EpisodeState:
         self.turns = 0
         self.requests = 0
         self.new_tokens = 0
+        self.turn_tokens = 0  # this turn's tokens, over the requests that continue its call
         self.generated = ""  # the model's own text so far (observations left out)
 
     # ----------------------------------------------------------------- start
@@ -133,7 +134,7 @@ class EpisodeState:
             temperature=float(temperature),
             top_p=cfg.top_p,
             top_k=cfg.top_k,
-            max_new_tokens=max(1, min(cfg.max_new_tokens_per_turn, remaining)),
+            max_new_tokens=max(1, min(cfg.max_new_tokens_per_turn - self.turn_tokens, remaining)),
             stop=stop,
             seed=self._request_seed(),
         )
@@ -163,7 +164,10 @@ class EpisodeState:
             return
         if not self.in_code:
             self.turns += 1
-        self.new_tokens += len(result.token_ids) if result.token_ids else len(result.text) // 4
+            self.turn_tokens = 0
+        count = len(result.token_ids) if result.token_ids else len(result.text) // 4
+        self.new_tokens += count
+        self.turn_tokens += count
         self._append_generated(result)
         self.generated += result.text
         self._route(result)
@@ -175,7 +179,14 @@ class EpisodeState:
         fmt, cfg = self.fmt, self.config
         self.in_code = fmt.in_open_call(self.generated)
         if self.in_code:
-            if result.finish_reason == "length" or self.new_tokens >= cfg.max_total_new_tokens:
+            # A call continued over several requests (a stop string inside the code) shares
+            # its turn's budget: else a model repeating that string buys one request per token.
+            spent = self.turn_tokens >= cfg.max_new_tokens_per_turn
+            if (
+                result.finish_reason == "length"
+                or spent
+                or self.new_tokens >= cfg.max_total_new_tokens
+            ):
                 self._finish("max_tokens")
             elif result.stop_reason is None:
                 self._finish("stop")  # end of sequence inside a call

@@ -26,6 +26,7 @@ from beacon.benchmarks import (  # noqa: F401  (imported for their @register sid
     mathvista,
     mmstar,
     synth,
+    synth_demo,
     tirbench,
     treebench,
     visualprobe,

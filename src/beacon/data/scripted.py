@@ -30,7 +30,7 @@ import re
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
@@ -230,9 +230,17 @@ def completion(reply: Reply, model: str) -> dict[str, Any]:
     }
 
 
-def create_scripted_app(expert: ScriptedSynthExpert, delay_s: float = 0.0) -> FastAPI:
+class Scripted(Protocol):
+    """What `create_scripted_app` serves: the next reply to a chat."""
+
+    def reply(self, messages: list[dict[str, Any]]) -> Reply: ...
+
+
+def create_scripted_app(
+    expert: Scripted, delay_s: float = 0.0, model_name: str = MODEL_NAME
+) -> FastAPI:
     """The FastAPI app; `delay_s` slows each reply (tests use it to kill a stage mid-run)."""
-    app = FastAPI(title="beacon scripted synth expert")
+    app = FastAPI(title=f"beacon {model_name}")
 
     @app.get("/health")
     async def health() -> Response:
@@ -240,7 +248,7 @@ def create_scripted_app(expert: ScriptedSynthExpert, delay_s: float = 0.0) -> Fa
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
-        card = {"id": MODEL_NAME, "object": "model", "created": 0, "owned_by": "beacon"}
+        card = {"id": model_name, "object": "model", "created": 0, "owned_by": "beacon"}
         return {"object": "list", "data": [card]}
 
     @app.post("/v1/chat/completions")
@@ -253,6 +261,6 @@ def create_scripted_app(expert: ScriptedSynthExpert, delay_s: float = 0.0) -> Fa
             return JSONResponse({"error": error}, 400)
         if delay_s:
             await asyncio.sleep(delay_s)
-        return JSONResponse(completion(reply, body.get("model") or MODEL_NAME))
+        return JSONResponse(completion(reply, body.get("model") or model_name))
 
     return app

@@ -130,6 +130,7 @@ class TinyModelSpec:
     num_kv_heads: int = 2
     vision_depth: int = 2
     vision_hidden: int = 32
+    vision_heads: int = 2
     vocab_size: int = 800  # BPE target before the tags are added
     min_image_tokens: int = 4  # after the 2x2 merge
     max_image_tokens: int = 16
@@ -149,9 +150,16 @@ def make_tiny_model(
     if arch not in ARCHS:
         raise ValueError(f"unknown tiny model arch {arch!r}; choose one of {', '.join(ARCHS)}")
     spec = spec or TinyModelSpec()
+    return build_checkpoint(out_dir, arch, _train_tokenizer(spec.vocab_size), spec, seed)
+
+
+def build_checkpoint(
+    out_dir: str | Path, arch: str, tokenizer: Any, spec: TinyModelSpec, seed: int
+) -> Path:
+    """Write a random `arch` model of `spec` with `tokenizer` (any chat tokenizer with the
+    Qwen specials) and its processor to `out_dir`: a checkpoint every engine loads by path."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    tokenizer = _train_tokenizer(spec.vocab_size)
     model = _build_model(arch, tokenizer, spec, seed)
     processor = _build_processor(arch, tokenizer, spec)
     model.save_pretrained(out)
@@ -274,17 +282,19 @@ def _model_config(arch: str, tokenizer: Any, spec: TinyModelSpec) -> Any:
     vis = spec.vision_hidden
     if arch == "qwen2_vl":
         vision = {"depth": spec.vision_depth, "embed_dim": vis, "hidden_size": spec.hidden_size}
-        vision |= {"num_heads": 2, "mlp_ratio": 2, "patch_size": 14}
+        vision |= {"num_heads": spec.vision_heads, "mlp_ratio": 2, "patch_size": 14}
         return Qwen2VLConfig(text_config=text, vision_config=vision, **common)
     if arch == "qwen2_5_vl":
         vision = {"depth": spec.vision_depth, "hidden_size": vis, "intermediate_size": 2 * vis}
-        vision |= {"num_heads": 2, "out_hidden_size": spec.hidden_size, "patch_size": 14}
+        vision |= {"num_heads": spec.vision_heads, "out_hidden_size": spec.hidden_size}
+        vision |= {"patch_size": 14}
         vision |= {"window_size": 56, "fullatt_block_indexes": [spec.vision_depth - 1]}
         return Qwen2_5_VLConfig(text_config=text, vision_config=vision, **common)
     text["head_dim"] = head_dim
     text["rope_parameters"]["mrope_interleaved"] = True
     vision = {"depth": spec.vision_depth, "hidden_size": vis, "intermediate_size": 2 * vis}
-    vision |= {"num_heads": 2, "out_hidden_size": spec.hidden_size, "patch_size": 16}
+    vision |= {"num_heads": spec.vision_heads, "out_hidden_size": spec.hidden_size}
+    vision |= {"patch_size": 16}
     vision |= {"num_position_embeddings": 64, "deepstack_visual_indexes": [spec.vision_depth - 1]}
     return Qwen3VLConfig(text_config=text, vision_config=vision, **common)
 

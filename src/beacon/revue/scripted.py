@@ -6,18 +6,21 @@ would, from what `synth` knows by construction: the reference answer and each it
 It exists so an OPD run on CPU exercises the whole path (HTTP, schema, Algorithm 4, teacher
 conditioning) with a critic whose output is right and reproducible.
 
-Rules:
-- Sufficient states: the original state, support ORIGINAL_IMAGE (a synth item's region always
-  lies in its original image). Tool states are not listed: deciding whether a crop contains the
-  region needs its box, which the request does not carry (see "What is not covered").
+Rules, for an item it recognises by its original image (the request's first image) and whose
+metadata gives the evidence `region` and the design `difficulty` (`synth`, `synth_demo`):
+- Sufficient states: the original state (support ORIGINAL_IMAGE) when the item is easy by
+  design, i.e. its evidence is readable at full view; every post-tool state whose crop (the
+  `image.crop((x0, y0, x1, y1))` of the call that made it, read from the rollout's code) contains
+  the whole region, with the image that call returned as support.
 - Reading: the question as query slot, the reference answer as observed value, the item's facts
-  (when the question matches a known synth item) as the visual fact.
-- First broken link per rollout: CORRECT for a correct rollout; OTHER (empty discrepancy is not
-  allowed for wrong answers) when it gave no answer; otherwise READ, since the sufficient
-  original image was in its context.
+  as the visual fact.
+- First broken link per rollout: CORRECT for a correct rollout; OTHER when it gave no answer;
+  READ when it owned or saw a sufficient state; otherwise ACQUIRE (its crop missed the region,
+  or it answered a hard item without cropping).
 
-What is not covered: tool states are never sufficient, so anchors are always the original state
-and ACQUIRE is never diagnosed.
+An item it cannot recognise by image (a request built in a test, another benchmark) is looked up
+by question text and treated as before region rules existed: the original state is the one
+sufficient state, and every wrong answer is READ.
 
 `create_app` serves it at `/v1/chat/completions` (FastAPI, like `beacon serve`); run it with
 `beacon.engines.serve.run_app_in_thread`.
@@ -25,13 +28,16 @@ and ACQUIRE is never diagnosed.
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 from collections.abc import Iterable
 from typing import Any
 
 from fastapi import FastAPI, Request
+from PIL import Image
 
+from beacon.images import image_key, load_image
 from beacon.types import Sample
 
 _TASK = re.compile(r"Question: (.*?)\nReference answer: (.*?)(?:\n|$)", re.S)
@@ -39,6 +45,55 @@ _ROLLOUT = re.compile(
     r"=== Rollout (R\d+) \((CORRECT|INCORRECT)\) ===\n(.*?)(?=\n=== Rollout |$)", re.S
 )
 _FINAL = re.compile(r"Final answer: (.*)")
+_CROP = re.compile(r"\.crop\(\(\s*(-?\d+)\s*,\s*(-?\d+)\s*,\s*(-?\d+)\s*,\s*(-?\d+)\s*\)\)")
+_STATE = re.compile(r"\[sandbox call -> state (\S+)\]")
+_RETURNED = "images returned: "
+ORIGINAL = {"state_id": "ORIGINAL_STATE", "support_image_ids": ["ORIGINAL_IMAGE"]}
+
+
+def first_image(messages: list[dict[str, Any]]) -> Image.Image | None:
+    """The request's first image (the item's original), decoded from its data URL."""
+    for message in messages:
+        content = message.get("content")
+        for part in content if isinstance(content, list) else []:
+            if part.get("type") == "image_url":
+                payload = part["image_url"]["url"].split(",", 1)[-1]
+                return load_image(base64.b64decode(payload))
+    return None
+
+
+def crop_states(body: str) -> list[tuple[tuple[int, ...] | None, str, list[str]]]:
+    """(crop box of the code before it or None, state id, returned image ids) per sandbox call."""
+    out, box = [], None
+    lines = body.splitlines()
+    for i, line in enumerate(lines):
+        if crop := _CROP.search(line):
+            box = tuple(int(v) for v in crop.groups())
+        if state := _STATE.search(line):
+            returned = next((n for n in lines[i + 1 : i + 4] if n.startswith(_RETURNED)), "")
+            images = [v.strip() for v in returned.removeprefix(_RETURNED).split(",") if v.strip()]
+            out.append((box, state.group(1), images))
+            box = None
+    return out
+
+
+def contains(box: tuple[int, ...] | None, region: list[int]) -> bool:
+    if box is None:
+        return False
+    return (
+        box[0] <= region[0] and box[1] <= region[1] and region[2] <= box[2] and region[3] <= box[3]
+    )
+
+
+def sufficient_crops(body: str, region: list[int] | None) -> list[tuple[str, str]]:
+    """(state id, first returned image) of each call in `body` whose crop holds `region`."""
+    if region is None:
+        return []
+    return [
+        (sid, images[0])
+        for box, sid, images in crop_states(body)
+        if images and contains(box, region)
+    ]
 
 
 def request_text(messages: list[dict[str, Any]]) -> str:
@@ -56,42 +111,65 @@ def request_text(messages: list[dict[str, Any]]) -> str:
 
 
 class ScriptedCritic:
-    """Answers critic requests for items of `samples` (looked up by question text)."""
+    """Answers critic requests for items of `samples` (by original image, else question)."""
 
     def __init__(self, samples: Iterable[Sample] = ()) -> None:
+        samples = list(samples)
         self.facts = {s.question.strip(): s.metadata.get("facts") for s in samples}
+        self.by_image = {
+            image_key(s.images[0]): s
+            for s in samples
+            if s.images and "region" in s.metadata and "difficulty" in s.metadata
+        }
 
-    def answer(self, text: str) -> dict[str, Any]:
-        """The critic output (CRITIC_SCHEMA) for one request's text."""
+    def answer(self, text: str, image: Image.Image | None = None) -> dict[str, Any]:
+        """The critic output (CRITIC_SCHEMA) for one request's text and first image."""
         task = _TASK.search(text)
         question, reference = (task.group(1).strip(), task.group(2).strip()) if task else ("", "")
-        facts = self.facts.get(question)
+        sample = self.by_image.get(image_key(image)) if image is not None else None
+        facts = sample.metadata.get("facts") if sample else self.facts.get(question)
         fact = f"the image shows {json.dumps(facts)}" if facts else f"the image shows {reference}"
+        rollouts = _ROLLOUT.findall(text)
+        region = sample.metadata["region"] if sample else None
+        original_ok = sample is None or sample.metadata["difficulty"] != "hard"
+        owned = {rid: sufficient_crops(body, region) for rid, _, body in rollouts}
+        sufficient = [ORIGINAL] if original_ok else []
+        sufficient += [
+            {"state_id": sid, "support_image_ids": [image]}
+            for states in owned.values()
+            for sid, image in states
+        ]
         return {
             "applicable": True,
-            "sufficient_states": [
-                {"state_id": "ORIGINAL_STATE", "support_image_ids": ["ORIGINAL_IMAGE"]}
-            ],
+            "sufficient_states": sufficient,
             "reading": {"query_slot": question, "observed_value": reference, "visual_fact": fact},
             "grounding": {"rule": "the answer is the observed value"},
             "rollout_diagnoses": [
-                _diagnosis(rid, label, body, reference)
-                for rid, label, body in _ROLLOUT.findall(text)
+                _diagnosis(rid, label, body, reference, original_ok or bool(owned.get(rid)))
+                for rid, label, body in rollouts
             ],
         }
 
 
-def _diagnosis(rollout: str, label: str, body: str, reference: str) -> dict[str, str]:
+def _diagnosis(
+    rollout: str, label: str, body: str, reference: str, saw_evidence: bool
+) -> dict[str, str]:
     if label == "CORRECT":
         return {"rollout_id": rollout, "stage": "CORRECT", "discrepancy": ""}
     final = _FINAL.findall(body)
     answer = final[-1].strip() if final else "(none)"
     if answer == "(none)":
         return {"rollout_id": rollout, "stage": "OTHER", "discrepancy": "no final answer given"}
+    if not saw_evidence:
+        return {
+            "rollout_id": rollout,
+            "stage": "ACQUIRE",
+            "discrepancy": f"answered {answer!r} without a view that shows the digit clearly",
+        }
     return {
         "rollout_id": rollout,
         "stage": "READ",
-        "discrepancy": f"answered {answer!r} although the original image shows {reference!r}",
+        "discrepancy": f"answered {answer!r} although its evidence shows {reference!r}",
     }
 
 
@@ -118,7 +196,8 @@ def create_app(critic: ScriptedCritic) -> Any:
     @app.post("/v1/chat/completions")
     async def complete(request: Request) -> dict[str, Any]:
         body = await request.json()
-        output = critic.answer(request_text(body.get("messages", [])))
+        messages = body.get("messages", [])
+        output = critic.answer(request_text(messages), first_image(messages))
         return chat_completion(json.dumps(output))
 
     return app

@@ -47,8 +47,9 @@ class RolloutConfig(_Strict):
     )
     synth_region_hints: bool = Field(
         True,
-        description="HGCE on synth without a cached hint: use `synth_region_hint`, a scripted "
-        "answer-free hint naming the evidence region of the item's metadata.",
+        description="HGCE without a cached hint: use the item's scripted answer-free hint "
+        "(metadata['hint'] of synth_demo items; for synth, `synth_region_hint` naming the "
+        "evidence region).",
     )
 
     @model_validator(mode="after")

@@ -6,8 +6,9 @@ benchmark's scorer exactly as `beacon eval` does (`beacon.eval.runner.score`). E
 seeded from (run seed, step, sample id, mode, k) alone, so a resumed run samples the same tokens.
 
 HGCE hints (beacon.md §4, steps 1-2): `HintSource` gives the item's cached answer-free hint from
-the data pipeline's JSONL (`{benchmark, sample_id, hint}` rows); for `synth` items without one it
-can fall back to `synth_region_hint`, a scripted hint built from the item's metadata region. The
+the data pipeline's JSONL (`{benchmark, sample_id, hint}` rows); items without one can fall back
+to a scripted hint: the benchmark's own (`metadata["hint"]`, e.g. `synth_demo`'s search items)
+or, for `synth`, `synth_region_hint` built from the item's metadata region. The
 recipe checks every hint with `beacon.rl.check_hint` before it is shown.
 
 What is not covered: generating missing hints through the expert (the data pipeline's job);
@@ -103,25 +104,41 @@ class Rollouts:
             score(self.bench, t, s.sample, None) for s, t in zip(specs, trajectories, strict=True)
         ]
         times.scoring_s = time.perf_counter() - start
-        for traj in trajectories:
-            if traj.error:
-                logger.warning("episode %s failed: %s", traj.sample_id, traj.error)
+        failed = [t for t in trajectories if t.error]
+        if failed and len(failed) == len(trajectories):
+            raise RuntimeError(
+                f"every episode of GRPO step {step} failed on the engine or sandbox, not the "
+                f"model (first: {failed[0].error}); fix the cause and resume the run"
+            )
+        for traj in failed:
+            logger.warning(
+                "episode %s failed, left out of its group: %s", traj.sample_id, traj.error
+            )
         out = []
         for i, sample in enumerate(samples):
             part = slice(i * self.group_size, (i + 1) * self.group_size)
-            out.append(
-                Group(
-                    sample=sample,
-                    trajectories=trajectories[part],
-                    correct=[v.correct for v in verdicts[part]],
-                    hint=None if hints is None else hints[i],
+            # An engine or sandbox failure says nothing of the policy: such an episode gets no
+            # reward and no gradient (it may hold no tokens at all); the rest of its group trains.
+            members = [
+                (t, v.correct)
+                for t, v in zip(trajectories[part], verdicts[part], strict=True)
+                if not t.error
+            ]
+            if members:
+                out.append(
+                    Group(
+                        sample=sample,
+                        trajectories=[t for t, _ in members],
+                        correct=[c for _, c in members],
+                        hint=None if hints is None else hints[i],
+                    )
                 )
-            )
         return out, times
 
 
 class HintSource:
-    """The item's cached hint, else (synth, when enabled) the scripted region hint."""
+    """The item's cached hint, else (when enabled) a scripted one: the benchmark's own
+    answer-free `metadata["hint"]` (`synth_demo`), or for `synth` the region hint."""
 
     def __init__(self, path: str | None, synth_region_hints: bool) -> None:
         self.cache = read_hints(Path(path)) if path else {}
@@ -131,9 +148,11 @@ class HintSource:
         cached = self.cache.get((sample.benchmark, sample.id))
         if cached is not None:
             return cached
-        if self.synth_region_hints and sample.benchmark == "synth":
-            return synth_region_hint(sample)
-        return None
+        if not self.synth_region_hints:
+            return None
+        if isinstance(sample.metadata.get("hint"), str):
+            return sample.metadata["hint"]
+        return synth_region_hint(sample) if sample.benchmark == "synth" else None
 
 
 def read_hints(path: Path) -> dict[tuple[str, str], str]:

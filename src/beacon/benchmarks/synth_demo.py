@@ -1,0 +1,222 @@
+"""`synth_demo`: a digit in a box, sized so a 112-pixel view decides whether cropping is needed.
+
+The data of `beacon demo` (and nothing else): a tiny model trained from scratch on CPU sees each
+448x448 image as 112x112 (16 image tokens), so a digit's height in the model's view is a
+quarter of its height here. Four categories cycle with the index:
+
+| category | glyph px (in view) | box given | difficulty | why it is there                       |
+|----------|--------------------|-----------|------------|---------------------------------------|
+| `large`  | 120-200 (30-50)    | yes       | easy       | readable at a glance                  |
+| `small`  | 64-96 (16-24)      | yes       | easy       | small but readable: not "big glyph"   |
+| `tiny`   | 14-22 (3-5)        | yes       | hard       | unreadable uncropped; half: decoy     |
+| `search` | 20-28 (5-7)        | no        | hard       | must find the box; hint names where   |
+
+`tiny` items carry, half the time, a large unboxed *decoy* digit elsewhere, so "a large digit is
+visible" does not mean "no crop needed". `search` items ask about "the box" without
+coordinates: a crop needs the box's place, which the 112-pixel view shows only as a small
+coloured outline. Their answer-free hint (`metadata["hint"]`, used by HGCE) names the ninth of
+the image holding the box ("the top left"); cropping that ninth makes the digit readable, so
+the hint turns an unsolvable item into a solvable one.
+
+Coordinates in questions and hints are written three characters wide, padded with spaces
+(`( 12,345, 67, 89)`): valid Python when copied into `image.crop((...))`, and the same
+fixed-offset copy for every number (a tokenizer that splits digits sees three tokens each).
+
+Item `i` under seed `s` comes from `random.Random(f"synth_demo:{s}:{i}")`; Pillow's bundled
+font (the same on every machine) draws the digits.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from dataclasses import replace
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, ImageDraw, ImageFont
+
+from beacon.benchmarks.base import Benchmark, register
+from beacon.types import Sample
+
+SIZE = 448
+VIEW = 112  # the demo model's input side; glyph sizes above are chosen against it
+DEFAULT_SIZE = 200
+CATEGORIES = ("large", "small", "tiny", "search")
+GLYPH_PX = {"large": (120, 200), "small": (64, 96), "tiny": (14, 22), "search": (20, 28)}
+MARGIN_PX = {"large": (8, 24), "small": (6, 16), "tiny": (4, 10), "search": (4, 10)}
+DIFFICULTY = {"large": "easy", "small": "easy", "tiny": "hard", "search": "hard"}
+BOX_COLORS = ((200, 30, 30), (30, 60, 200), (20, 140, 40))
+ROWS, COLS = ("top", "middle", "bottom"), ("left", "centre", "right")
+Box = tuple[int, int, int, int]
+
+
+def coords(box: Box) -> str:
+    """`( 12,345, 67, 89)`: each number three characters wide, so copies are fixed-offset."""
+    return "(" + ",".join(f"{v:3d}" for v in box) + ")"
+
+
+def cell_box(row: int, col: int) -> Box:
+    """Pixel box of the grid cell (row, col) of the 3x3 grid over the image."""
+    step = SIZE / 3
+    return (round(col * step), round(row * step), round((col + 1) * step), round((row + 1) * step))
+
+
+def cell_name(row: int, col: int) -> str:
+    if (row, col) == (1, 1):
+        return "the centre"
+    if row == 1:
+        return f"the middle {COLS[col]}"
+    if col == 1:
+        return f"the {ROWS[row]} centre"
+    return f"the {ROWS[row]} {COLS[col]}"
+
+
+def region_hint(cell: tuple[int, int]) -> str:
+    """The answer-free hint of a search item: which ninth of the image holds the box."""
+    return f"The box is in {cell_name(*cell)} of the image."
+
+
+@lru_cache(maxsize=64)
+def _font(size: int) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
+    return ImageFont.load_default(size=size)
+
+
+def _glyph(digit: int, height: int, color: tuple[int, int, int], angle: float) -> Image.Image:
+    """The digit drawn `height` pixels tall on a transparent layer, rotated by `angle`."""
+    probe = _font(100).getbbox(str(digit))
+    size = max(4, round(100 * height / max(1, probe[3] - probe[1])))
+    font = _font(size)
+    left, top, right, bottom = font.getbbox(str(digit))
+    layer = Image.new("RGBA", (right - left + 4, bottom - top + 4), (0, 0, 0, 0))
+    ImageDraw.Draw(layer).text((2 - left, 2 - top), str(digit), font=font, fill=(*color, 255))
+    rotated = layer.rotate(angle, resample=Image.BICUBIC, expand=True)
+    return rotated.crop(rotated.getbbox() or (0, 0, 1, 1))
+
+
+def _background(rng: random.Random) -> np.ndarray:
+    shade = rng.randint(205, 245)
+    tint = np.array([shade + rng.randint(-8, 8) for _ in range(3)], dtype=np.float32)
+    noise = np.random.default_rng(rng.randrange(2**32)).normal(0, 9, (SIZE, SIZE, 3))
+    return tint + noise.astype(np.float32)
+
+
+def _place(rng: random.Random, w: int, h: int, avoid: Box | None, inside: Box | None) -> Box:
+    """A box of w x h inside the canvas (and inside `inside`), not touching `avoid`."""
+    lo_x, lo_y, hi_x, hi_y = inside or (0, 0, SIZE, SIZE)
+    for _ in range(200):
+        x = rng.randint(lo_x + 2, max(lo_x + 2, hi_x - w - 2))
+        y = rng.randint(lo_y + 2, max(lo_y + 2, hi_y - h - 2))
+        box = (x, y, x + w, y + h)
+        if avoid is None or not _overlap(box, avoid):
+            return box
+    return box
+
+
+def _overlap(a: Box, b: Box) -> bool:
+    return not (a[2] + 6 < b[0] or b[2] + 6 < a[0] or a[3] + 6 < b[1] or b[3] + 6 < a[1])
+
+
+def generate(seed: int, index: int) -> Sample:
+    """Item `index` under `seed`: the same pixels, question and answer on every machine."""
+    rng = random.Random(f"synth_demo:{seed}:{index}")
+    category = CATEGORIES[index % len(CATEGORIES)]
+    digit = rng.randrange(10)
+    ink = tuple(rng.randint(0, 70) for _ in range(3))
+    glyph = _glyph(digit, rng.randint(*GLYPH_PX[category]), ink, rng.uniform(-10, 10))
+    margin = rng.randint(*MARGIN_PX[category])
+    w, h = glyph.width + 2 * margin, glyph.height + 2 * margin
+    cell = (rng.randrange(3), rng.randrange(3))
+    inside = cell_box(*cell) if category == "search" else None
+    box = _place(rng, w, h, None, inside)
+    canvas = Image.fromarray(np.clip(_background(rng), 0, 255).astype(np.uint8))
+    canvas.paste(glyph, (box[0] + margin, box[1] + margin), glyph)
+    decoy = None
+    if category == "tiny" and rng.random() < 0.5:
+        decoy_digit = (digit + rng.randint(1, 9)) % 10
+        decoy_glyph = _glyph(decoy_digit, rng.randint(120, 180), ink, rng.uniform(-10, 10))
+        decoy_box = _place(rng, decoy_glyph.width, decoy_glyph.height, box, None)
+        canvas.paste(decoy_glyph, decoy_box[:2], decoy_glyph)
+        decoy = {"digit": decoy_digit, "box": list(decoy_box)}
+    draw = ImageDraw.Draw(canvas)
+    draw.rectangle(box, outline=rng.choice(BOX_COLORS), width=rng.randint(1, 2))
+    if category == "search":
+        question = "What digit is inside the box?"
+    else:
+        question = f"What digit is inside the box at {coords(box)}?"
+    metadata = {
+        "category": category,
+        "difficulty": DIFFICULTY[category],
+        "region": list(box),
+        "regions": [list(box)],
+        "facts": {"digit": digit, "glyph_px": glyph.height, "decoy": decoy},
+        "image_size": [SIZE, SIZE],
+        "seed": seed,
+    }
+    if category == "search":
+        metadata["hint"] = region_hint(cell)
+        metadata["cell"] = list(cell_box(*cell))
+    return Sample(
+        id=str(index),
+        images=[canvas],
+        question=question,
+        answer=str(digit),
+        answer_type="number",
+        benchmark=SynthDemo.name,
+        metadata=metadata,
+    )
+
+
+@register
+class SynthDemo(Benchmark):
+    name = "synth_demo"
+    description = (
+        "Built-in digit-in-a-box items for `beacon demo`: large and small readable digits, "
+        "tiny ones (some with a decoy) and boxes to search for, with region hints (no download)."
+    )
+    categories = CATEGORIES
+
+    def load(
+        self, path: str | Path | None = None, limit: int | None = None, seed: int = 0
+    ) -> Iterator[Sample]:
+        """Generate `limit` items (default 200) under `seed`; `path` is not used."""
+        if path is not None:
+            raise ValueError("synth_demo is generated, not read from a file; drop --path / path=")
+        if limit is not None and limit < 0:
+            raise ValueError(f"limit={limit} is negative; pass None for all samples or N >= 0")
+        for index in range(DEFAULT_SIZE if limit is None else limit):
+            yield generate(seed, index)
+
+
+def hinted(sample: Sample) -> Sample:
+    """A search item whose question carries its hint, worded as the agent's hinted mode does."""
+    question = f"{sample.question}\n\nHint: {sample.metadata['hint']}"
+    meta = {**sample.metadata, "hinted": True}
+    return replace(sample, question=question, metadata=meta, benchmark=HINTED)
+
+
+HINTED = "synth_demo_hinted"
+
+
+@register
+class SynthDemoHinted(Benchmark):
+    name = HINTED
+    description = (
+        "`synth_demo` search items with their region hint in the question: demo SFT data that "
+        "teaches a from-scratch model to follow a hint, as a pretrained model would (no download)."
+    )
+    categories = ("search",)
+
+    def load(
+        self, path: str | Path | None = None, limit: int | None = None, seed: int = 0
+    ) -> Iterator[Sample]:
+        """Generate `limit` hinted search items (default 50) under `seed`; `path` is not used."""
+        if path is not None:
+            raise ValueError(f"{HINTED} is generated, not read from a file; drop --path / path=")
+        if limit is not None and limit < 0:
+            raise ValueError(f"limit={limit} is negative; pass None for all samples or N >= 0")
+        search = CATEGORIES.index("search")
+        for index in range(DEFAULT_SIZE // len(CATEGORIES) if limit is None else limit):
+            sample = hinted(generate(seed, index * len(CATEGORIES) + search))
+            yield replace(sample, id=str(index))

@@ -1,0 +1,117 @@
+"""The demo's SFT set: the scripted expert's verified trajectories, through real eval runs.
+
+Two eval runs of the scripted expert (served over HTTP like any expert) make the data, so every
+trajectory went through the agent loop, the sandbox and the verifier:
+
+- `expert-tool/`: tool mode on the training items and on the hinted search items (the expert's
+  tool-biased policy, `beacon.demo.expert`);
+- `expert-text/`: notool mode on the easy training items: the share of correct text-only
+  trajectories the paper mixes into its cold start.
+
+Only correct, error-free episodes become training rows (`sft/trajectories.jsonl` + the images
+they reference in `sft/images/`). Both runs resume after `kill -9` (they are eval runs).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter
+from pathlib import Path
+
+from beacon.agent.config import AgentConfig
+from beacon.benchmarks import get_benchmark
+from beacon.benchmarks.synth_demo import HINTED
+from beacon.data.records import write_jsonl_atomic
+from beacon.data.scripted import create_scripted_app
+from beacon.data.stages import copy_image, image_keys, run_trajectories
+from beacon.demo.config import DemoConfig
+from beacon.demo.expert import MODEL_NAME, ScriptedDemoExpert
+from beacon.engines.config import EngineConfig
+from beacon.engines.serve import run_app_in_thread
+from beacon.eval.config import EvalConfig
+from beacon.eval.runner import run_eval
+from beacon.images import ImageStore
+
+logger = logging.getLogger(__name__)
+
+TRAIN_BENCH = "synth_demo"
+
+
+def expert_agent() -> AgentConfig:
+    """One crop at most, short turns: all the demo's episodes need."""
+    return AgentConfig(max_turns=2, max_tool_calls=1, max_new_tokens_per_turn=48)
+
+
+def build_sft_data(cfg: DemoConfig, root: Path, progress: bool) -> dict[str, int]:
+    """Run the expert, write `root/sft/`, return row counts by source and category."""
+    d = cfg.data
+    train = list(get_benchmark(TRAIN_BENCH).load(limit=d.train_items, seed=d.train_seed))
+    hinted = list(get_benchmark(HINTED).load(limit=d.hinted_items, seed=d.train_seed + 100))
+    easy_ids = [s.id for s in train if s.metadata["difficulty"] == "easy"][: d.text_items]
+    expert = ScriptedDemoExpert([*train, *hinted], tool_bias=d.tool_bias, seed=d.train_seed)
+    server = run_app_in_thread(create_scripted_app(expert, model_name=MODEL_NAME))
+    try:
+        engine = EngineConfig(
+            name="openai", model=MODEL_NAME, base_url=server.base_url, concurrency=d.concurrency
+        )
+        common = {
+            "engine": engine,
+            "agent": expert_agent(),
+            "concurrency": d.concurrency,
+            "bootstrap": 0,
+            "report": False,
+        }
+        tool_run = EvalConfig(
+            benchmarks=[TRAIN_BENCH, HINTED],
+            limit=max(d.train_items, d.hinted_items),
+            ids={TRAIN_BENCH: [s.id for s in train], HINTED: [s.id for s in hinted]},
+            modes=["tool"],
+            seed=d.train_seed,
+            out=str(root / "expert-tool"),
+            **common,
+        )
+        text_run = EvalConfig(
+            benchmarks=[TRAIN_BENCH],
+            limit=d.train_items,
+            ids={TRAIN_BENCH: easy_ids},
+            modes=["notool"],
+            seed=d.train_seed,
+            out=str(root / "expert-text"),
+            **common,
+        )
+        run_eval(tool_run, progress=progress)
+        run_eval(text_run, progress=progress)
+    finally:
+        server.stop()
+    return write_sft_set(root, [Path(tool_run.out), Path(text_run.out)])
+
+
+def write_sft_set(root: Path, runs: list[Path]) -> dict[str, int]:
+    """Correct, error-free episodes of `runs` -> `root/sft/`; counts by mode/tool/category."""
+    folder = root / "sft"
+    store = ImageStore(folder / "images")
+    rows, counts = [], Counter[str]()
+    for run in runs:
+        source = ImageStore(run / "images")
+        for done in run_trajectories(run):
+            record = done.record
+            if not record["correct"] or record.get("error"):
+                counts["dropped"] += 1
+                continue
+            traj = done.trajectory
+            for key in image_keys(traj):
+                copy_image(source, store, key)
+            traj.metadata = {
+                **traj.metadata,
+                "source": "scripted_expert",
+                "eval_key": record["key"],
+            }
+            rows.append(traj.to_json())
+            tool = "crop" if traj.used_tool else "direct"
+            counts[f"{record['mode']}/{tool}/{record.get('category', '?')}"] += 1
+    write_jsonl_atomic(folder / "trajectories.jsonl", rows)
+    summary = {"rows": len(rows), **dict(sorted(counts.items()))}
+    (folder / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    logger.info("demo SFT set: %d rows", len(rows))
+    return summary

@@ -1,0 +1,78 @@
+"""The demo's **scripted** expert: correct, short Thyme trajectories for `synth_demo` items.
+
+It is not a model; it stands in for the strong model whose trajectories a cold-start SFT set is
+made of, and is served over the same OpenAI-compatible HTTP as a real expert
+(`beacon.data.scripted.create_scripted_app`), so the demo's data runs through the real agent
+loop, sandbox and verifier. Items are recognised by the content hash of their first image.
+
+Its policy is the paper's tool-biased cold start, by construction:
+
+- tool mode, `tiny` items: crop the box the question names; `search` items: crop the ninth of
+  the image that holds the box (the region a hint names), since the question gives no box;
+- tool mode, `large` / `small` items: crop anyway with probability `tool_bias` (0.9), else
+  answer directly: the over-use of the tool that RL with NAAR should remove;
+- notool mode: answer directly.
+
+The crop is `image.crop((x0, y0, x1, y1)).show()` with the coordinates three characters wide,
+as the question writes them; after the observation it answers `<answer>d</answer>`.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable
+from typing import Any
+
+from beacon.agent.formats import ANSWER_CLOSE, THYME
+from beacon.benchmarks.synth_demo import coords
+from beacon.data.scripted import Reply, first_image, message_texts
+from beacon.images import image_key
+from beacon.types import Sample
+
+MODEL_NAME = "scripted-demo-expert"
+
+
+def crop_code(box: list[int] | tuple[int, ...]) -> str:
+    """The one line of code the demo's trajectories run."""
+    return f"image.crop({coords(tuple(box))}).show()"
+
+
+def crop_box(sample: Sample) -> list[int]:
+    """Where the expert crops: the named box, or the ninth of the image a search box is in."""
+    return (
+        sample.metadata["cell"]
+        if sample.metadata["category"] == "search"
+        else sample.metadata["region"]
+    )
+
+
+class ScriptedDemoExpert:
+    """Knows the ground truth of the `synth_demo` samples it is given."""
+
+    def __init__(self, samples: Iterable[Sample], tool_bias: float = 0.9, seed: int = 0) -> None:
+        self.tool_bias, self.seed = tool_bias, seed
+        self.items = {image_key(s.images[0]): s for s in samples}
+
+    def identify(self, messages: list[dict[str, Any]]) -> Sample:
+        sample = self.items.get(image_key(first_image(messages)))
+        if sample is None:
+            raise KeyError("this image is not one of the synth_demo items the expert was given")
+        return sample
+
+    def crops(self, sample: Sample) -> bool:
+        """Tool-mode decision: always on hard items, `tool_bias` of the time on easy ones."""
+        if sample.metadata["difficulty"] == "hard":
+            return True
+        draw = random.Random(f"demo-expert:{self.seed}:{sample.benchmark}:{sample.id}").random()
+        return draw < self.tool_bias
+
+    def reply(self, messages: list[dict[str, Any]]) -> Reply:
+        sample = self.identify(messages)
+        tools = messages[0].get("role") == "system"
+        last = messages[-1]
+        in_progress = last.get("role") == "assistant"
+        observed = in_progress and any(THYME.observation_open in t for t in message_texts(last))
+        if not tools or observed or not self.crops(sample):
+            return Reply("<answer>" + sample.answer, ANSWER_CLOSE)
+        code = crop_code(crop_box(sample))
+        return Reply(f"<code>\n```python\n{code}\n```\n", THYME.call_close)

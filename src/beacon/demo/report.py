@@ -1,0 +1,402 @@
+"""`report.md` of `beacon demo`: tables with seed-and-item CIs, plots, and what they say.
+
+Every number is read back from the stage folders (eval `samples.jsonl`, training
+`metrics.jsonl`), so the report can be rewritten at any time from a finished or partial demo.
+The "findings" lines compare each arm with the paper's expected direction and say plainly when
+the intervals cannot tell them apart.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from beacon.demo.config import DemoConfig
+from beacon.demo.stages import OPD_VARIANTS, DemoStages
+from beacon.demo.stats import Interval, variant_metrics
+
+TABLE_METRICS = (
+    ("acc_tool", "acc tool"),
+    ("acc_notool", "acc notool"),
+    ("tool_rate", "tool rate"),
+    ("p_tool_easy_design", "tool rate easy*"),
+    ("p_tool_hard_design", "tool rate hard*"),
+    ("mode_adaptiveness", "MA"),
+    ("te", "TE"),
+    ("delta_te", "Δ_TE"),
+    ("gain", "gain"),
+    ("harm", "harm"),
+    ("text_retain", "Text-Retain"),
+)
+
+ARM_LABELS = {
+    "accuracy": "accuracy-only",
+    "naar": "+NAAR",
+    "hgce": "+HGCE",
+    "naar_hgce": "+NAAR +HGCE",
+}
+
+EXPECTED = (
+    ("naar", "mode_adaptiveness", +1, "NAAR raises MA"),
+    ("naar", "p_tool_easy_design", -1, "NAAR cuts tool use on easy items"),
+    ("naar", "text_retain", +1, "NAAR raises Text-Retain"),
+    ("naar", "harm", -1, "NAAR lowers harm"),
+    ("naar", "acc_tool_hard_design", 0, "NAAR keeps hard-item accuracy"),
+    ("hgce", "gain", +1, "HGCE raises gain"),
+    ("hgce", "acc_tool_hard_design", +1, "HGCE raises hard-item accuracy"),
+    ("naar_hgce", "mode_adaptiveness", +1, "NAAR + HGCE raises MA"),
+)
+"""(arm, metric, paper's direction vs accuracy-only, claim): what the findings check."""
+
+
+def read_summary(eval_dir: Path) -> dict:
+    return json.loads((eval_dir / "summary.json").read_text())
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def fmt(value: Interval | float | None) -> str:
+    """`0.62 [0.55, 0.70]`, `0.62`, or `n/a` for undefined values."""
+    if value is None:
+        return "n/a"
+    point, low, high = value if isinstance(value, tuple) else (value, math.nan, math.nan)
+    if math.isnan(point):
+        return "n/a"
+    return f"{point:.2f}" if math.isnan(low) else f"{point:.2f} [{low:.2f}, {high:.2f}]"
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return lines + ["| " + " | ".join(row) + " |" for row in rows]
+
+
+class DemoReport:
+    """Reads one demo folder; `write` renders report.md and the plots."""
+
+    def __init__(self, cfg: DemoConfig) -> None:
+        self.cfg = cfg
+        self.paths = DemoStages(cfg)
+        self.root = Path(cfg.out)
+        self.metrics: dict[str, dict[str, Interval]] = {}
+
+    def evaluated(self, label: str, eval_names: Sequence[str]) -> bool:
+        """Compute `label`'s metrics from its eval runs; False when one is missing."""
+        dirs = [self.paths.eval_dir(name) for name in eval_names]
+        if not dirs or not all((d / "summary.json").exists() for d in dirs):
+            return False
+        runs = [read_jsonl(d / "samples.jsonl") for d in dirs]
+        self.metrics[label] = variant_metrics(runs, self.cfg.eval.bootstrap)
+        return True
+
+    def metric_rows(self, labels: Sequence[str]) -> list[list[str]]:
+        return [
+            [label, *(fmt(self.metrics[label].get(key)) for key, _ in TABLE_METRICS)]
+            for label in labels
+            if label in self.metrics
+        ]
+
+    # -- sections ------------------------------------------------------------------------------
+    def header(self) -> list[str]:
+        c = self.cfg
+        times = read_json(self.root / "timings.json")
+        total = sum(times.values()) / 60 if times else math.nan
+        return [
+            "# Beacon demo: a miniature reproduction of Beacon and ReVuE",
+            "",
+            "A ~1.3M-parameter Qwen2-VL trained from scratch on `synth_demo` (digits in boxes; "
+            "easy* = `large`/`small` digits readable in the model's 112-pixel view, hard* = "
+            "`tiny` digits and `search` items whose box the question does not locate). Every "
+            "stage is Beacon's real code path (agent loop, sandbox, verifier, SFT / GRPO / OPD "
+            "trainers, metrics); the synthetic parts are the data, the **scripted expert** that "
+            "writes the SFT trajectories and the **scripted critic** of ReVuE.",
+            "",
+            f"Sizes: {c.data.train_items} expert items (+{c.data.hinted_items} hinted, "
+            f"{c.data.text_items} text-only), SFT {c.sft.steps} steps x {c.sft.batch_size}, "
+            f"GRPO {c.rl.steps} steps x {c.rl.prompts_per_step} prompts x G={c.rl.group_size} "
+            f"per arm and seed ({c.seeds} seeds), OPD {c.revue.steps} steps, held-out eval "
+            f"{c.eval.items} items x {{tool, notool}}, greedy. Wall time {total:.1f} min.",
+            "",
+            "Intervals are 95% bootstrap intervals over seeds and items (`beacon.demo.stats`). "
+            "MA, TE, Δ_TE, gain, harm and Text-Retain use the model's own easy/hard split "
+            '(easy = solved without tools); "tool rate easy*" and "tool rate hard*" '
+            "(P[tool] on easy* / hard* items) use the items' design difficulty.",
+            "",
+        ]
+
+    def cold_start(self) -> list[str]:
+        data = read_json(self.root / "sft" / "summary.json")
+        lines = ["## 1. Cold start: SFT on the scripted expert's tool-biased trajectories", ""]
+        if data:
+            lines += table(
+                ["SFT rows by mode/tool/category", "count"], [[k, str(v)] for k, v in data.items()]
+            )
+            lines.append("")
+        if not self.evaluated("SFT", ["sft"]):
+            return [*lines, "(SFT not evaluated yet)", ""]
+        lines += table(["model", *(name for _, name in TABLE_METRICS)], self.metric_rows(["SFT"]))
+        easy = self.metrics["SFT"]["p_tool_easy_design"][0]
+        verdict = "tool-biased, as in the paper" if easy >= 0.5 else "not tool-biased"
+        note = f"After SFT the model crops on {easy:.0%} of easy* items: {verdict}."
+        return [*lines, "", note, ""]
+
+    def rl(self) -> list[str]:
+        lines = ["## 2. RL ablation: the same SFT checkpoint, GRPO with four rewards", ""]
+        labels = ["SFT"] if "SFT" in self.metrics else []
+        for arm in self.cfg.rl.arms:
+            names = [f"{arm}-s{seed}" for seed in range(self.cfg.seeds)]
+            if self.evaluated(ARM_LABELS.get(arm, arm), names):
+                labels.append(ARM_LABELS.get(arm, arm))
+        lines += table(["variant", *(name for _, name in TABLE_METRICS)], self.metric_rows(labels))
+        lines += ["", *self.rl_training(), "", "### Findings against the paper's direction", ""]
+        lines += self.findings() or ["(an arm is missing: no comparison)"]
+        return [*lines, ""]
+
+    def rl_training(self) -> list[str]:
+        rows = []
+        for arm in self.cfg.rl.arms:
+            logs = [
+                read_jsonl(self.paths.rl_dir(arm, s) / "metrics.jsonl")
+                for s in range(self.cfg.seeds)
+            ]
+            steps = [row for log in logs for row in log]
+            if not steps:
+                continue
+            rows.append(
+                [
+                    ARM_LABELS.get(arm, arm),
+                    str(len(steps)),
+                    f"{total(steps, 'rl/groups_kept')}/{total(steps, 'rl/groups')}",
+                    f"{total(steps, 'rl/groups_hinted')}",
+                    f"{total(steps, 'rl/groups_rescued')}",
+                    f"{np.mean([row['step_s'] for row in steps]):.1f}",
+                ]
+            )
+        header = ["arm", "steps (all seeds)", "groups kept", "groups hinted", "rescued", "s/step"]
+        return ["GRPO training (summed over seeds):", "", *table(header, rows)]
+
+    def findings(self) -> list[str]:
+        base = self.metrics.get(ARM_LABELS["accuracy"])
+        if base is None:
+            return []
+        lines = []
+        for arm, key, direction, claim in EXPECTED:
+            other = self.metrics.get(ARM_LABELS[arm])
+            if other is None:
+                continue
+            lines.append(f"- {claim}: {finding(base[key], other[key], direction)}")
+        return lines
+
+    def revue(self) -> list[str]:
+        lines = ["## 3. ReVuE in miniature: vanilla OPD vs ReVuE into a fresh student", ""]
+        if not self.cfg.revue.enabled:
+            return [*lines, "(disabled: revue.enabled=false)", ""]
+        labels = []
+        if self.evaluated("student (before)", ["student"]):
+            labels.append("student (before)")
+        for variant in OPD_VARIANTS:
+            if self.evaluated(f"OPD {variant}", [f"opd-{variant}"]):
+                labels.append(f"OPD {variant}")
+        header = [
+            "student",
+            "acc tool",
+            "acc notool",
+            "tool rate",
+            "tokens (tool)",
+            "complete reflections",
+            "impact sparsity",
+        ]
+        rows = []
+        for label in labels:
+            m = self.metrics[label]
+            variant = label.removeprefix("OPD ") if label.startswith("OPD ") else None
+            tokens = self.response_tokens(label)
+            coverage, sparsity = self.opd_stats(variant) if variant else ("", "")
+            rows.append(
+                [
+                    label,
+                    fmt(m["acc_tool"]),
+                    fmt(m["acc_notool"]),
+                    fmt(m["tool_rate"]),
+                    f"{tokens:.1f}",
+                    coverage,
+                    sparsity,
+                ]
+            )
+        teacher = read_json(self.root / "opd" / "teacher.json").get("teacher", "?")
+        return [*lines, f"Teacher: `{teacher}`.", "", *table(header, rows), ""]
+
+    def response_tokens(self, label: str) -> float:
+        name = {"student (before)": "student"}.get(label, "opd-" + label.removeprefix("OPD "))
+        records = [
+            r
+            for r in read_jsonl(self.paths.eval_dir(name) / "samples.jsonl")
+            if r["mode"] == "tool"
+        ]
+        return float(np.mean([r["response_tokens"] for r in records])) if records else math.nan
+
+    def opd_stats(self, variant: str) -> tuple[str, str]:
+        rows = read_jsonl(self.paths.opd_dir(variant) / "metrics.jsonl")
+        coverage = {
+            k.removeprefix("coverage_"): sum(r.get(k, 0) for r in rows)
+            for r0 in rows[:1]
+            for k in r0
+            if k.startswith("coverage_")
+        }
+        slots = sum(coverage.values())
+        complete = f"{coverage.get('complete', 0)}/{slots}" if slots else "n/a (no critic)"
+        sparsity = [r["impact_sparsity"] for r in rows if r.get("impact_sparsity") is not None]
+        return complete, (f"{np.mean(sparsity):.2f}" if sparsity else "n/a")
+
+    def timings(self) -> list[str]:
+        times = read_json(self.root / "timings.json")
+        rows = [[name, f"{seconds:.0f}"] for name, seconds in times.items()]
+        return ["## Stage times", "", *table(["stage", "seconds"], rows), ""]
+
+    def write(self) -> Path:
+        body = [*self.header(), *self.cold_start(), *self.rl(), *self.revue()]
+        plots = self.plots()
+        body += ["## Plots", "", *(f"![{name}]({name}.png)" for name in plots), ""]
+        body += self.timings()
+        path = self.root / "report.md"
+        path.write_text("\n".join(body))
+        return path
+
+    # -- plots ---------------------------------------------------------------------------------
+    def plots(self) -> list[str]:
+        made = []
+        for name, draw in (
+            ("learning_curves", self.plot_learning_curves),
+            ("adaptivity", self.plot_adaptivity),
+            ("accuracy_vs_tool_rate", self.plot_accuracy_vs_tool),
+            ("revue", self.plot_revue),
+        ):
+            fig = Figure(figsize=(9, 4), layout="constrained")
+            if draw(fig):
+                FigureCanvasAgg(fig).print_png(str(self.root / f"{name}.png"))
+                made.append(name)
+        return made
+
+    def plot_learning_curves(self, fig: Figure) -> bool:
+        sft = read_jsonl(self.paths.sft_dir / "metrics.jsonl")
+        ax_sft, ax_tool, ax_acc = fig.subplots(1, 3)
+        ax_sft.plot([r["step"] for r in sft], [r["loss"] for r in sft])
+        ax_sft.set(title="SFT loss", xlabel="step", yscale="log")
+        for arm in self.cfg.rl.arms:
+            logs = [
+                read_jsonl(self.paths.rl_dir(arm, s) / "metrics.jsonl")
+                for s in range(self.cfg.seeds)
+            ]
+            for ax, key in ((ax_tool, "rl/tool_rate"), (ax_acc, "rl/accuracy")):
+                curve = mean_curve(logs, key)
+                if curve:
+                    ax.plot(*zip(*curve, strict=True), label=ARM_LABELS.get(arm, arm))
+        ax_tool.set(title="GRPO: tool-call rate in rollouts", xlabel="step", ylim=(-0.05, 1.05))
+        ax_acc.set(title="GRPO: rollout accuracy", xlabel="step", ylim=(-0.05, 1.05))
+        ax_acc.legend(fontsize=7)
+        return bool(sft)
+
+    def plot_adaptivity(self, fig: Figure) -> bool:
+        labels = list(self.metrics)
+        if not labels:
+            return False
+        axes = fig.subplots(1, 3)
+        for ax, key, title in zip(
+            axes,
+            ("mode_adaptiveness", "delta_te", "p_tool_easy_design"),
+            ("MA", "Δ_TE", "tool rate on easy* items"),
+            strict=True,
+        ):
+            bars(ax, [self.metrics[label][key] for label in labels], labels)
+            ax.set_title(title)
+        return True
+
+    def plot_revue(self, fig: Figure) -> bool:
+        """The ReVuE comparison: the student before distillation, after vanilla OPD, after ReVuE."""
+        labels = [
+            k
+            for k in ("student (before)", *(f"OPD {v}" for v in OPD_VARIANTS))
+            if k in self.metrics
+        ]
+        if not labels:
+            return False
+        for ax, key, title in zip(
+            fig.subplots(1, 3),
+            ("acc_tool", "acc_notool", "tool_rate"),
+            ("student accuracy (tool mode)", "student accuracy (notool)", "student tool-call rate"),
+            strict=True,
+        ):
+            bars(ax, [self.metrics[label][key] for label in labels], labels)
+            ax.set(title=title, ylim=(0, 1.05))
+        return True
+
+    def plot_accuracy_vs_tool(self, fig: Figure) -> bool:
+        if not self.metrics:
+            return False
+        ax = fig.subplots()
+        for label, m in self.metrics.items():
+            ax.scatter(m["tool_rate"][0], m["acc_tool"][0], label=label)
+        ax.set(
+            xlabel="tool-call rate (tool mode)",
+            ylabel="accuracy (tool mode)",
+            xlim=(-0.05, 1.05),
+            ylim=(-0.05, 1.05),
+        )
+        ax.legend(fontsize=7)
+        return True
+
+
+def bars(ax: Axes, values: Sequence[Interval], labels: Sequence[str]) -> None:
+    """One bar per label at the point estimate, its 95% interval as the error bar."""
+    points = np.array([v[0] for v in values])
+    errors = np.array([[p - v[1], v[2] - p] for p, v in zip(points, values, strict=True)]).T
+    ax.bar(range(len(labels)), np.nan_to_num(points), yerr=np.nan_to_num(errors), capsize=3)
+    ax.set_xticks(range(len(labels)), labels, rotation=45, ha="right", fontsize=7)
+
+
+def total(rows: Sequence[Mapping], key: str) -> int:
+    """Sum of a count over log rows (missing or NaN counts as 0)."""
+    return int(sum(v for row in rows if isinstance(v := row.get(key), (int, float)) and v == v))
+
+
+def mean_curve(logs: Sequence[Sequence[Mapping]], key: str) -> list[tuple[int, float]]:
+    """(step, mean over seeds of `key`) where any seed has a finite value."""
+    by_step: dict[int, list[float]] = {}
+    for log in logs:
+        for row in log:
+            value = row.get(key)
+            if isinstance(value, (int, float)) and math.isfinite(value):
+                by_step.setdefault(row["step"], []).append(float(value))
+    return [(step, float(np.mean(v))) for step, v in sorted(by_step.items())]
+
+
+def finding(base: Interval, other: Interval, direction: int) -> str:
+    """One sentence: the arm against accuracy-only, and whether it goes the paper's way."""
+    if math.isnan(base[0]) or math.isnan(other[0]):
+        return f"{fmt(other)} vs {fmt(base)}: undefined, not tested"
+    text = f"{fmt(other)} vs {fmt(base)} (accuracy-only)"
+    overlap = not (other[1] > base[2] or other[2] < base[1])
+    if direction == 0:
+        return f"{text}: {'kept (intervals overlap)' if overlap else 'changed: not reproduced'}"
+    went = np.sign(other[0] - base[0])
+    if overlap:
+        return f"{text}: intervals overlap, not distinguishable at this size"
+    return f"{text}: {'reproduced' if went == direction else 'the opposite of the paper'}"
+
+
+def read_json(path: Path) -> dict:
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def write_report(cfg: DemoConfig) -> Path:
+    return DemoReport(cfg).write()

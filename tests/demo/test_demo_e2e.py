@@ -1,0 +1,105 @@
+"""`beacon demo --quick` end to end, killed with SIGKILL mid-run and resumed (issue 15).
+
+The quick demo runs every stage at toy size through the CLI as a user would: the scripted expert
+over HTTP, SFT, four GRPO arms, student SFT, vanilla OPD and ReVuE with the scripted critic, the
+held-out evals and the report. The run is killed with SIGKILL inside the first GRPO run, then
+rerun: it must finish without losing or repeating work; a third run finds everything done; a run
+with other settings into the same folder is refused with the differing key named.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+
+def demo(out: Path, *extra: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "beacon",
+        "demo",
+        "--quick",
+        "--out",
+        str(out),
+        "--no-progress",
+        *extra,
+    ]
+
+
+def env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(SRC), "HF_HUB_OFFLINE": "1"}
+
+
+def run(args: list[str]) -> subprocess.CompletedProcess:
+    return subprocess.run(args, env=env(), capture_output=True, text=True, timeout=900)
+
+
+def kill_when(path: Path, args: list[str]) -> None:
+    """Start the demo and SIGKILL its whole process group once `path` exists."""
+    proc = subprocess.Popen(
+        args, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+    )
+    deadline = time.monotonic() + 600
+    while not path.exists():
+        assert proc.poll() is None, f"the demo ended before {path} appeared: {proc.stderr.read()}"
+        assert time.monotonic() < deadline, f"{path} did not appear within 600 s"
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+@pytest.mark.slow
+def test_quick_demo_survives_kill_and_resumes(tmp_path: Path) -> None:
+    out = tmp_path / "demo"
+    kill_when(out / "rl" / "accuracy-s0" / "checkpoint-1" / "COMPLETE", demo(out))
+    assert not (out / "report.md").exists()
+
+    done = run(demo(out))
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    report = (out / "report.md").read_text()
+    for heading in ("## 1. Cold start", "## 2. RL ablation", "## 3. ReVuE in miniature"):
+        assert heading in report
+    labels = ("accuracy-only", "+NAAR", "+HGCE", "+NAAR +HGCE", "OPD vanilla", "OPD reflection")
+    for label in (*labels, "OPD revue"):
+        assert f"| {label} |" in report, label
+    for plot in ("learning_curves", "adaptivity", "accuracy_vs_tool_rate", "revue"):
+        assert (out / f"{plot}.png").stat().st_size > 1000
+        assert f"({plot}.png)" in report
+
+    # Nothing lost, nothing repeated: every eval holds each item x mode once, the interrupted
+    # GRPO run logged each step once, and the SFT set is the expert's correct episodes.
+    for folder in (out / "eval").iterdir():
+        keys = [r["key"] for r in jsonl(folder / "samples.jsonl")]
+        assert len(keys) == len(set(keys)) == 2 * 16, folder.name
+    steps = [r["step"] for r in jsonl(out / "rl" / "accuracy-s0" / "metrics.jsonl")]
+    assert steps == [1, 2]
+    sft = jsonl(out / "sft" / "trajectories.jsonl")
+    assert len(sft) == json.loads((out / "sft" / "summary.json").read_text())["rows"] > 40
+    assert Counter(t["metadata"]["source"] for t in sft) == {"scripted_expert": len(sft)}
+
+    again = run(demo(out))
+    assert again.returncode == 0, again.stderr
+    assert again.stderr.count(": already done") == 20  # every stage, none run again
+    for folder in (out / "eval").iterdir():
+        assert len(jsonl(folder / "samples.jsonl")) == 2 * 16
+
+    other = run(demo(out, "--set", "eval.items=20"))
+    assert other.returncode == 2
+    assert "eval.items: 16 -> 20" in other.stderr
+    assert "Traceback" not in other.stderr

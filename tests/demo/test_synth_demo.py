@@ -1,0 +1,85 @@
+"""`synth_demo`: deterministic items whose difficulty is decided by size, clutter and search."""
+
+from __future__ import annotations
+
+import ast
+import re
+
+import numpy as np
+import pytest
+
+from beacon.benchmarks import get_benchmark
+from beacon.benchmarks.synth_demo import (
+    CATEGORIES,
+    DIFFICULTY,
+    HINTED,
+    SIZE,
+    cell_box,
+    coords,
+    generate,
+    hinted,
+)
+from beacon.rl.hgce import check_hint
+
+BOX = re.compile(r"\((\s*\d+,){3}\s*\d+\)")
+
+
+def contains(outer: list[int] | tuple[int, ...], inner: list[int] | tuple[int, ...]) -> bool:
+    return (
+        outer[0] <= inner[0]
+        and outer[1] <= inner[1]
+        and inner[2] <= outer[2]
+        and inner[3] <= outer[3]
+    )
+
+
+def test_coords_are_three_wide_and_valid_python() -> None:
+    assert coords((5, 42, 300, 447)) == "(  5, 42,300,447)"
+    assert ast.literal_eval(coords((5, 42, 300, 447))) == (5, 42, 300, 447)
+
+
+def test_same_seed_same_item_other_seed_other_item() -> None:
+    a, b, c = generate(3, 7), generate(3, 7), generate(4, 7)
+    assert np.array_equal(np.asarray(a.images[0]), np.asarray(b.images[0]))
+    assert (a.question, a.answer, a.metadata) == (b.question, b.answer, b.metadata)
+    assert not np.array_equal(np.asarray(a.images[0]), np.asarray(c.images[0]))
+
+
+def test_categories_cycle_and_difficulty_follows_the_category() -> None:
+    items = list(get_benchmark("synth_demo").load(limit=12, seed=0))
+    assert [s.metadata["category"] for s in items] == [*CATEGORIES] * 3
+    for s in items:
+        assert s.metadata["difficulty"] == DIFFICULTY[s.metadata["category"]]
+        assert s.images[0].size == (SIZE, SIZE)
+        assert s.answer in "0123456789" and len(s.answer) == 1
+
+
+@pytest.mark.parametrize("index", range(40))
+def test_question_hint_and_region_agree(index: int) -> None:
+    s = generate(0, index)
+    region, category = s.metadata["region"], s.metadata["category"]
+    assert all(0 <= v <= SIZE for v in region) and region[0] < region[2] and region[1] < region[3]
+    if category == "search":
+        assert not BOX.search(s.question), "a search question must not locate the box"
+        assert contains(s.metadata["cell"], region), "the hinted ninth must hold the box"
+        x0, y0, x1, y1 = s.metadata["cell"]
+        row, col = (y0 + y1) * 3 // (2 * SIZE), (x0 + x1) * 3 // (2 * SIZE)
+        assert tuple(s.metadata["cell"]) == cell_box(row, col)
+        assert check_hint(s.metadata["hint"], s.answer).ok
+    else:
+        found = BOX.search(s.question)
+        assert found and list(ast.literal_eval(found.group(0))) == list(region)
+
+
+def test_hinted_variant_appends_the_answer_free_hint() -> None:
+    plain = [
+        s
+        for s in get_benchmark("synth_demo").load(limit=8, seed=5)
+        if s.metadata["category"] == "search"
+    ]
+    hints = list(get_benchmark(HINTED).load(limit=2, seed=5))
+    assert [h.id for h in hints] == ["0", "1"]
+    for h, s in zip(hints, plain, strict=True):
+        assert h.question == f"{s.question}\n\nHint: {s.metadata['hint']}"
+        assert h.answer == s.answer
+    assert hinted(plain[0]).question == hints[0].question
