@@ -140,6 +140,16 @@ def seeded_subset(rows: list[tuple[int, Row]], limit: int, seed: int) -> list[tu
 _REGISTRY: dict[str, type[Benchmark]] = {}
 
 
+def generated_indices(name: str, path: str | Path | None, limit: int | None, default: int) -> range:
+    """Item indices of a generated benchmark (`synth`, `synth_demo`): `limit` of them, `default`
+    when None; a `path` or a negative limit is a clear error."""
+    if path is not None:
+        raise ValueError(f"{name} is generated, not read from a file; drop --path / path=")
+    if limit is not None and limit < 0:
+        raise ValueError(f"limit={limit} is negative; pass None for all samples or N >= 0")
+    return range(default if limit is None else limit)
+
+
 class UnknownBenchmarkError(KeyError):
     """No benchmark is registered under the requested name."""
 

@@ -33,7 +33,7 @@ from typing import Any
 
 from PIL import Image, ImageDraw, ImageFont
 
-from beacon.benchmarks.base import Benchmark, register
+from beacon.benchmarks.base import Benchmark, generated_indices, register
 from beacon.benchmarks.options import options_from_list
 from beacon.types import AnswerType, Sample
 
@@ -298,9 +298,5 @@ class Synth(Benchmark):
         self, path: str | Path | None = None, limit: int | None = None, seed: int = 0
     ) -> Iterator[Sample]:
         """Generate `limit` items (default 100) under `seed`; `path` is not used."""
-        if path is not None:
-            raise ValueError("synth is generated, not read from a file; drop --path / path=")
-        if limit is not None and limit < 0:
-            raise ValueError(f"limit={limit} is negative; pass None for all samples or N >= 0")
-        for index in range(DEFAULT_SIZE if limit is None else limit):
+        for index in generated_indices(self.name, path, limit, DEFAULT_SIZE):
             yield generate(seed, index)

@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
-from beacon.benchmarks.base import Benchmark, register
+from beacon.benchmarks.base import Benchmark, generated_indices, register
 from beacon.types import Sample
 
 SIZE = 448
@@ -181,11 +181,7 @@ class SynthDemo(Benchmark):
         self, path: str | Path | None = None, limit: int | None = None, seed: int = 0
     ) -> Iterator[Sample]:
         """Generate `limit` items (default 200) under `seed`; `path` is not used."""
-        if path is not None:
-            raise ValueError("synth_demo is generated, not read from a file; drop --path / path=")
-        if limit is not None and limit < 0:
-            raise ValueError(f"limit={limit} is negative; pass None for all samples or N >= 0")
-        for index in range(DEFAULT_SIZE if limit is None else limit):
+        for index in generated_indices(self.name, path, limit, DEFAULT_SIZE):
             yield generate(seed, index)
 
 
@@ -212,11 +208,7 @@ class SynthDemoHinted(Benchmark):
         self, path: str | Path | None = None, limit: int | None = None, seed: int = 0
     ) -> Iterator[Sample]:
         """Generate `limit` hinted search items (default 50) under `seed`; `path` is not used."""
-        if path is not None:
-            raise ValueError(f"{HINTED} is generated, not read from a file; drop --path / path=")
-        if limit is not None and limit < 0:
-            raise ValueError(f"limit={limit} is negative; pass None for all samples or N >= 0")
         search = CATEGORIES.index("search")
-        for index in range(DEFAULT_SIZE // len(CATEGORIES) if limit is None else limit):
+        for index in generated_indices(self.name, path, limit, DEFAULT_SIZE // len(CATEGORIES)):
             sample = hinted(generate(seed, index * len(CATEGORIES) + search))
             yield replace(sample, id=str(index))
