@@ -18,3 +18,8 @@ def test_kept_only_when_verified_and_code_assisted():
     assert expert_drop_reason(episode(correct=False, tool=True)) == "wrong_answer"
     assert expert_drop_reason(episode(correct=True, tool=False)) == "no_tool_call"
     assert expert_drop_reason(episode(True, True, error="HTTP 500")) == "failed"
+
+
+def test_tool_requirement_can_be_dropped_for_rft():
+    assert expert_drop_reason(episode(correct=True, tool=False), require_tool=False) is None
+    assert expert_drop_reason(episode(False, False), require_tool=False) == "wrong_answer"

@@ -184,14 +184,18 @@ def refine_verified(
     summary.extra["refine_rejected"] = rejected
 
 
-def expert_drop_reason(done: RunTrajectory) -> str | None:
-    """Why an expert episode is not training data (None: keep it)."""
+def expert_drop_reason(done: RunTrajectory, require_tool: bool = True) -> str | None:
+    """Why an expert episode is not training data (None: keep it).
+
+    The cold-start SFT set wants code-assisted trajectories, so by default a correct answer
+    without a tool call is dropped too; RFT (`beacon train rft`) keeps it (`require_tool=False`).
+    """
     record = done.record
     if record.get("error"):
         return "failed"
     if not record["correct"]:
         return "wrong_answer"
-    if not done.trajectory.used_tool:
+    if require_tool and not done.trajectory.used_tool:
         return "no_tool_call"
     return None
 

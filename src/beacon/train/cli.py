@@ -1,4 +1,4 @@
-"""`beacon train sft --config FILE [--set key=value ...] [--resume]`.
+"""`beacon train sft|grpo|opd|rft --config FILE [--set key=value ...] [--resume]`.
 
 Launch on many processes through accelerate, e.g.
 ``accelerate launch --config_file configs/accelerate/fsdp.yaml -m beacon train sft --config ...``.
@@ -11,7 +11,7 @@ from pathlib import Path
 import typer
 
 app = typer.Typer(
-    help="Train a model: cold-start SFT, GRPO with NAAR and HGCE, OPD (ReVuE).",
+    help="Train a model: cold-start SFT, GRPO with NAAR and HGCE, OPD (ReVuE), RFT.",
     no_args_is_help=True,
 )
 
@@ -121,3 +121,52 @@ def opd_command(
     except RunFolderError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
+
+
+RFT_EPILOG = """
+Example (tiny student on CPU; a scripted synth teacher that is right):
+
+  beacon tiny make runs/tiny-student --seed 0
+  beacon data scripted-expert --port 8011 &
+  beacon train rft --config configs/train/rft_tiny_scripted.yaml
+  beacon train rft --config configs/train/rft_tiny_scripted.yaml --resume
+
+configs/train/rft_tiny.yaml samples opd_tiny.yaml's random tiny teacher
+instead (it verifies nothing, and the run says so).
+Stages: sample the teacher (teacher/), keep verified answers (verified/),
+SFT the student (sft/); counts per stage in summary.json. --resume skips
+finished stages and continues an unfinished one.
+"""
+
+
+@app.command("rft", epilog=RFT_EPILOG)
+def rft_command(
+    config: Path = typer.Option(..., "--config", "-c", help="YAML file of an RFTConfig."),
+    sets: list[str] = typer.Option([], "--set", help="Override one key: rollout.group_size=16."),
+    resume: bool = typer.Option(
+        False, "--resume", help="Continue the run in train.output_dir: finished stages are skipped."
+    ),
+) -> None:
+    """RFT: SFT the student on the teacher's verified trajectories (sample, verify, sft)."""
+    from beacon.config import ConfigError, load_config
+    from beacon.data.records import StageSummary
+    from beacon.eval.runner import InfrastructureErrors
+    from beacon.train.rft import run_rft
+    from beacon.train.rft_config import RFTConfig
+    from beacon.train.rundir import RunFolderError
+
+    try:
+        cfg = load_config(RFTConfig, config, sets)
+    except ConfigError as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(2) from None
+    try:
+        summary = run_rft(cfg, resume=resume)
+    except RunFolderError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    except InfrastructureErrors as exc:  # teacher server down: rerun with --resume retries them
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    for counts in summary.values():
+        typer.echo(StageSummary(**counts).line())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 
 import yaml
@@ -17,12 +18,14 @@ class RunFolderError(ValueError):
     """The run folder cannot be used with this config (exists, or was made with another one)."""
 
 
-def check_run_dir(run_dir: Path, config: BaseModel, resume: bool) -> None:
+def check_run_dir(
+    run_dir: Path, config: BaseModel, resume: bool, operational: Collection[str] = OPERATIONAL_KEYS
+) -> None:
     """Raise unless `config` may run in `run_dir` (every process checks; none writes).
 
     Without `resume`, a folder that already has a config is refused (its checkpoints would be
-    mixed with the new run's). With `resume`, every differing key other than the operational
-    ones (`config.OPERATIONAL_KEYS`) is named in the error.
+    mixed with the new run's). With `resume`, every differing key other than the `operational`
+    ones (default: `config.OPERATIONAL_KEYS`) is named in the error.
     """
     path = run_dir / CONFIG_FILE
     if path.exists():
@@ -33,7 +36,7 @@ def check_run_dir(run_dir: Path, config: BaseModel, resume: bool) -> None:
             )
         saved = yaml.safe_load(path.read_text()) or {}
         differing = identity_diff(
-            drop_keys(flatten(saved), OPERATIONAL_KEYS), identity(config, OPERATIONAL_KEYS)
+            drop_keys(flatten(saved), operational), identity(config, operational)
         )
         if differing:
             raise RunFolderError(

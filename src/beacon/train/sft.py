@@ -25,6 +25,7 @@ from beacon.types import Trajectory
 
 logger = logging.getLogger(__name__)
 
+DATA_FILE = "data.json"  # {"trajectories": trained, "dropped_too_long": n}, written at start
 _WEIGHT_FILES = (".safetensors", ".bin", ".pt", ".pth")
 _MODEL_CONFIG_FILES = ("config.json", "generation_config.json", "model.safetensors.index.json")
 
@@ -257,6 +258,9 @@ def run_sft(cfg: SFTConfig, resume: bool = False) -> TrainState:
         data.dropped_too_long,
         accelerator.num_processes,
     )
+    if accelerator.is_main_process:  # the count a reader will doubt, kept beside the metrics
+        counts = {"trajectories": len(data.rows), "dropped_too_long": data.dropped_too_long}
+        (run_dir / DATA_FILE).write_text(json.dumps(counts) + "\n")
     state = loop.run(parts, cfg.train, run_dir, resume)
     accelerator.end_training()
     return state

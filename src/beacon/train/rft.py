@@ -1,0 +1,208 @@
+"""`beacon train rft`: RFT, SFT on the teacher's correct trajectories (the ReVuE paper's RFT
+baseline; docs/train.md, "RFT"). Wiring only: three existing components in a row.
+
+1. **sample**: the teacher solves every training item M = `rollout.group_size` times in tool
+   mode with OPD's rollout settings: one `beacon eval` run (`eval.runner.run_eval`) in
+   `teacher/`, resumable from its samples.jsonl, with the runner's progress bar.
+2. **verify**: keep the episodes whose answer the benchmark's verifier accepted
+   (`data.stages.expert_drop_reason`, the expert stage's rule; counts by reason), in key order
+   so a rerun trains on the same rows in the same order -> `verified/trajectories.jsonl`.
+3. **sft**: `run_sft` on them (loss masks, checkpoints, exact resume) in `sft/`; its
+   `checkpoint-N/` folders are models `beacon eval --model` loads.
+
+`summary.json` holds the `StageSummary` of every finished stage (total, kept, dropped by reason,
+seconds); a stage listed there is skipped on rerun, an unfinished one resumes from its own
+records. The resolved config is `config.yaml`; a resume with other settings is refused, naming
+the keys (`rft_config.RFT_OPERATIONAL_KEYS` may change).
+
+Deviations and limits:
+1. The teacher's episodes are seeded from `data.seed` (the eval runner draws items and seeds
+   episodes from one seed), not `train.seed`, which seeds the SFT stage.
+2. One process: sampling and the SFT stage run in this process. For SFT on several GPUs, run
+   `beacon train sft --config RUN/sft/config.yaml --resume` under `accelerate launch` after the
+   verify stage.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from beacon.data.records import StageSummary, write_atomic, write_jsonl_atomic
+from beacon.data.stages import expert_drop_reason, run_trajectories, tag
+from beacon.engines.config import EngineConfig
+from beacon.engines.registry import check_model
+from beacon.errors import UserError
+from beacon.eval.config import EvalConfig
+from beacon.train.config import DataConfig, SFTConfig
+from beacon.train.rft_config import RFT_OPERATIONAL_KEYS, RFTConfig
+from beacon.train.rundir import check_run_dir, write_config
+
+logger = logging.getLogger(__name__)
+
+TEACHER_DIR = "teacher"
+VERIFIED_FILE = "verified/trajectories.jsonl"
+SFT_DIR = "sft"
+SUMMARY_FILE = "summary.json"
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage: `run` does the work and returns its counts."""
+
+    name: str
+    title: str
+    run: Callable[[], StageSummary]
+
+
+def teacher_eval_config(cfg: RFTConfig, run_dir: Path) -> EvalConfig:
+    """The teacher's eval run: every item, M tool-mode episodes, OPD's agent and sandbox."""
+    engine = cfg.teacher.engine or EngineConfig(
+        name="hf", model=str(cfg.teacher.path), batch_size=cfg.rollout.batch_size
+    )
+    data = {cfg.data.benchmark: cfg.data.path} if cfg.data.path else {}
+    return EvalConfig(
+        engine=engine,
+        agent=cfg.rollout.agent,
+        sandbox=cfg.rollout.sandbox,
+        benchmarks=[cfg.data.benchmark],
+        data=data,
+        limit=cfg.data.limit,
+        modes=["tool"],
+        samples=cfg.rollout.group_size,
+        concurrency=cfg.rollout.batch_size,
+        seed=cfg.data.seed,
+        out=str(run_dir / TEACHER_DIR),
+        bootstrap=0,
+        report=False,
+    )
+
+
+def sft_config(cfg: RFTConfig, run_dir: Path) -> SFTConfig:
+    """The SFT run on the verified set; the teacher run's image store holds its images."""
+    return SFTConfig(
+        model=cfg.model,
+        data=DataConfig(
+            train=[str(run_dir / VERIFIED_FILE)],
+            images=str(run_dir / TEACHER_DIR / "images"),
+            max_length=cfg.filter.max_length,
+        ),
+        train=cfg.train.model_copy(update={"output_dir": str(run_dir / SFT_DIR)}),
+    )
+
+
+def sample_stage(cfg: RFTConfig, run_dir: Path) -> StageSummary:
+    """Run (or resume) the teacher's eval run; count its episodes and its accuracy."""
+    from beacon.eval.runner import run_eval
+
+    eval_cfg = teacher_eval_config(cfg, run_dir)
+    overall = run_eval(eval_cfg, progress=cfg.train.progress_bar)["overall"]
+    episodes = overall["n_samples"]
+    tool = overall["modes"].get("tool", {})
+    stage = StageSummary(stage="sample", total=episodes, kept=episodes)
+    stage.extra = {
+        "items": overall["n_items"],
+        "attempts_per_item": cfg.rollout.group_size,
+        "accuracy": tool.get("accuracy"),
+        "tool_rate": tool.get("tool_rate"),
+    }
+    return stage
+
+
+def verify_stage(cfg: RFTConfig, run_dir: Path) -> StageSummary:
+    """Keep the verified teacher episodes; write them, sorted by episode key."""
+    stage = StageSummary(stage="verify")
+    kept = []
+    for done in run_trajectories(run_dir / TEACHER_DIR):
+        stage.total += 1
+        reason = expert_drop_reason(done, require_tool=cfg.filter.require_tool)
+        if reason is None:
+            kept.append(tag(done, "teacher"))
+        else:
+            stage.drop(reason)
+    kept.sort(key=lambda done: done.record["key"])
+    stage.kept = write_jsonl_atomic(run_dir / VERIFIED_FILE, (d.trajectory.to_json() for d in kept))
+    items = {(d.record["benchmark"], d.record["sample_id"]) for d in kept}
+    stage.extra = {"items_with_a_verified_trajectory": len(items)}
+    return stage
+
+
+def sft_stage(cfg: RFTConfig, run_dir: Path, verified: dict[str, Any]) -> StageSummary:
+    """`run_sft` on the verified set (resuming its newest checkpoint after a kill)."""
+    from beacon.train.sft import DATA_FILE, run_sft
+
+    if verified["kept"] == 0:
+        why = ", ".join(f"{k} {v}" for k, v in sorted(verified["dropped"].items()))
+        raise UserError(
+            f"RFT has nothing to train on: 0 of {verified['total']} teacher episodes verified "
+            f"({why}). Use a stronger teacher, more attempts (--set rollout.group_size=16) or "
+            f"more items (--set data.limit=...) in a new train.output_dir"
+        )
+    sft_cfg = sft_config(cfg, run_dir)
+    sft_dir = Path(sft_cfg.train.output_dir)
+    state = run_sft(sft_cfg, resume=(sft_dir / "config.yaml").exists())
+    counts = json.loads((sft_dir / DATA_FILE).read_text())
+    stage = StageSummary(stage="sft", total=verified["kept"], kept=counts["trajectories"])
+    if counts["dropped_too_long"]:
+        stage.dropped["too_long"] = counts["dropped_too_long"]
+    stage.extra = {"steps": state.step, "checkpoint": str(sft_dir / f"checkpoint-{state.step}")}
+    return stage
+
+
+def require_checkpoint(key: str, path: str) -> None:
+    """Refuse a student or teacher that cannot be loaded before any sampling, not hours later
+    at the SFT stage (`check_model`'s own message names the eval run's keys, not ours)."""
+    try:
+        check_model(EngineConfig(name="hf", model=path))
+    except UserError:
+        raise UserError(
+            f"{key}={path}: no such checkpoint folder, and not a cached hub model; build a tiny "
+            f"one with `beacon tiny make {path}`, or give a checkpoint folder"
+        ) from None
+
+
+def read_summary(run_dir: Path) -> dict[str, Any]:
+    path = run_dir / SUMMARY_FILE
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def run_rft(cfg: RFTConfig, resume: bool = False) -> dict[str, Any]:
+    """Run every unfinished stage into `train.output_dir`; returns `summary.json`'s content."""
+    from beacon.eval.runner import preflight
+
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        raise UserError(
+            "beacon train rft runs on one process; launch it without accelerate (for SFT on "
+            "several GPUs, launch `beacon train sft --config RUN/sft/config.yaml --resume`)"
+        )
+    run_dir = Path(cfg.train.output_dir)
+    require_checkpoint("model.path", cfg.model.path)
+    if cfg.teacher.path is not None:
+        require_checkpoint("teacher.path", cfg.teacher.path)
+    preflight(teacher_eval_config(cfg, run_dir))  # a wrong data path: nothing is written
+    check_run_dir(run_dir, cfg, resume, RFT_OPERATIONAL_KEYS)
+    write_config(run_dir, cfg)
+    summary = read_summary(run_dir)
+    stages = [
+        Stage("sample", "sample the teacher", lambda: sample_stage(cfg, run_dir)),
+        Stage("verify", "keep verified trajectories", lambda: verify_stage(cfg, run_dir)),
+        Stage("sft", "SFT the student", lambda: sft_stage(cfg, run_dir, summary["verify"])),
+    ]
+    for i, stage in enumerate(stages, 1):
+        if stage.name in summary:
+            logger.info("[%d/%d] %s: already done", i, len(stages), stage.title)
+            continue
+        logger.info("[%d/%d] %s", i, len(stages), stage.title)
+        began = time.perf_counter()
+        counts = stage.run()
+        counts.extra["seconds"] = round(time.perf_counter() - began, 1)
+        summary[stage.name] = asdict(counts)
+        write_atomic(run_dir / SUMMARY_FILE, json.dumps(summary, indent=2) + "\n")
+        logger.info("[%d/%d] %s", i, len(stages), counts.line())
+    return summary
