@@ -11,7 +11,13 @@ command is run, and the only changes made to it:
 - Hub-model commands run with `HF_HUB_OFFLINE=1` (no network in tests): they must end in one
   line on stderr and a non-zero exit, no traceback.
 - The served eval gets `--limit 1` appended, the command otherwise verbatim (the last
-  `--limit` wins). The main job (`beacon demo --quick`, about a minute) runs verbatim; the full
+  `--limit` wins).
+- The training section runs in a folder that links the repository's `configs/`. Its scripted
+  expert (`... &`) is started like `beacon serve`, on a free port that the data commands are
+  pointed at (`--set expert.engine.base_url=...`), shortened to 4 items; its SFT gets
+  `--set train.max_steps=12 --set train.save_every=12` and its eval `--limit 2` appended, the
+  checkpoint it names following the shortened run.
+- The main job (`beacon demo --quick`, about a minute) runs verbatim; the full
   demo (`beacon demo`, about 50 minutes) gets `--show-config` appended, which checks that its
   settings resolve without training (`BEACON_FULL_README=1` runs it in full).
 """
@@ -67,7 +73,21 @@ def env() -> dict[str, str]:
 
 def argv(command: str, tiny: Path, port: int) -> list[str]:
     words = shlex.split(command.replace("/tmp/tiny", str(tiny)).replace("8000", str(port)))
-    return [sys.executable, "-m", "beacon", *words[1:]]
+    return [sys.executable, "-m", "beacon", *[w for w in words[1:] if w != "&"]]
+
+
+def shortened(command: str, port: int) -> tuple[str, tuple[str, ...]]:
+    """The command and the arguments appended to it (see the module docstring)."""
+    if "--engine openai" in command:
+        return command, ("--limit", "1")
+    if command.startswith("beacon data") and " -c " in command:
+        url = f"expert.engine.base_url=http://127.0.0.1:{port}/v1"
+        return command, ("--set", url, "--set", "pool.limit=4")
+    if command.startswith("beacon train sft"):
+        return command, ("--set", "train.max_steps=12", "--set", "train.save_every=12")
+    if command.startswith("beacon eval --model runs/sft-tiny/"):
+        return re.sub(r"checkpoint-\d+", "checkpoint-12", command), ("--limit", "2")
+    return command, ()
 
 
 def run(command: str, cwd: Path, tiny: Path, port: int, extra: tuple[str, ...] = ()):
@@ -125,18 +145,23 @@ def test_readme_lists_the_commands_this_test_runs() -> None:
 
 @pytest.mark.slow
 def test_short_tour_runs_as_written(tour: Path) -> None:
-    tiny, port = tour / "tiny", free_port()
+    tiny, port, expert_port = tour / "tiny", free_port(), free_port()
+    (tour / "configs").symlink_to(ROOT / "configs")
     with contextlib.ExitStack() as stack:
-        for command in readme_commands():
-            if command == MAIN_JOB:
+        for readme_command in readme_commands():
+            if readme_command == MAIN_JOB:
                 continue  # test_main_job_runs_as_written
-            if command.startswith("beacon serve"):
-                stack.enter_context(serving(argv(command, tiny, port), tour, port))
+            if readme_command.startswith("beacon serve"):
+                stack.enter_context(serving(argv(readme_command, tiny, port), tour, port))
                 continue
-            if command.startswith("beacon report"):  # compares two runs: the served one, twice
+            if shlex.split(readme_command)[-1] == "&":  # the scripted expert, in the background
+                server = [*argv(readme_command, tiny, port), "--port", str(expert_port)]
+                stack.enter_context(serving(server, tour, expert_port))
+                continue
+            if readme_command.startswith("beacon report"):  # the served run, twice
                 for name in ("a", "b"):
                     shutil.copytree(tour / "runs" / "served", tour / "runs" / name)
-            extra = ("--limit", "1") if "--engine openai" in command else ()
+            command, extra = shortened(readme_command, expert_port)
             if command == FULL_DEMO and os.environ.get("BEACON_FULL_README") != "1":
                 extra = ("--show-config",)
             done = run(command, tour, tiny, port, extra)
@@ -149,6 +174,8 @@ def test_short_tour_runs_as_written(tour: Path) -> None:
                 assert done.returncode == 0, f"{command}\n{done.stderr}"
     assert (tour / "runs" / "served" / "summary.json").is_file()
     assert (tour / "runs" / "a_vs_b" / "report.md").is_file()
+    assert (tour / "runs" / "data_synth" / "hints" / "summary.json").is_file()
+    assert (tour / "runs" / "sft-eval" / "summary.json").is_file()
 
 
 @pytest.mark.slow
