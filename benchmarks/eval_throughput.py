@@ -5,16 +5,21 @@
    So an episode is two turns and one sandbox call, and everything above 2 x latency is the
    harness (request building, image encoding, tokenizing, the sandbox, waiting on other
    episodes). Reports harness time per episode at concurrency 1 and the speed-up over
-   concurrency 1 at 4/16/64 (ideal: the concurrency itself).
+   concurrency 1 at 4/16/64 (ideal: the concurrency itself). Every episode gets its own synth
+   image, so no concurrency profits from an image the store or a cache already holds. The
+   server is a separate process, so its own CPU is not harness time, though on a small
+   machine it shares the cores (it reports it: CPU ms per episode).
 2. `tiny`: the synth benchmark (tool + notool) on the tiny Qwen2-VL served by `beacon serve`
    (hf engine, CPU), with the same openai client: episodes per second and speed-up.
 
 Both drive `AgentLoop` directly (engine, sandbox, image store, as `beacon eval` does) with the
 synth samples (1024x768 images), and use only APIs the loop had before its async rewrite, so the
-same script measures an older checkout for a side-by-side table:
+same script measures an older checkout; `--baseline` runs it first, back to back, and prints
+both side by side with their ratio:
 
     python benchmarks/eval_throughput.py --concurrency 1 4 16 64
-    PYTHONPATH=/tmp/agent-base/src python benchmarks/eval_throughput.py  # a baseline checkout
+    git worktree add /tmp/before HEAD
+    python benchmarks/eval_throughput.py --skip tiny --baseline /tmp/before/src
 """
 
 from __future__ import annotations
@@ -61,6 +66,11 @@ def fake_app(latency_s: float, token_ids: dict[str, list[int]]) -> object:
     async def app(scope: dict, receive: object, send: object) -> None:
         if scope["type"] != "http":
             return
+        if scope["path"].endswith("/cpu"):  # the server's own CPU seconds, for the table
+            reply = json.dumps({"cpu_s": time.process_time()}).encode()
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": reply})
+            return
         chunks = []
         while True:
             message = await receive()
@@ -99,7 +109,10 @@ def serve_fake(latency_s: float, tokenizer: str | None) -> None:
 
         tok = HFTokenizer.from_pretrained(tokenizer)
         token_ids = {t: tok.encode(t) for t in (CODE_TURN, ANSWER_TURN)}
-    sock = socket.socket()
+    # IPPROTO_TCP given explicitly: asyncio sets TCP_NODELAY only on sockets whose proto says
+    # TCP, and without it each reply's body waits ~40 ms for the client's delayed ACK of the
+    # headers (uvicorn writes them separately), which is server time, not harness time.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.bind(("127.0.0.1", 0))
     print(sock.getsockname()[1], flush=True)
     config = uvicorn.Config(fake_app(latency_s, token_ids), log_level="warning", lifespan="off")
@@ -112,6 +125,8 @@ class Row:
     episodes: int
     seconds: float
     errors: int  # episodes that ended in engine_error / sandbox_error (a row with many is void)
+    cpu_s: float = 0.0  # this process's CPU (all threads; not the sandbox's workers)
+    server_cpu_s: float = 0.0  # the fake server's CPU
 
     @property
     def per_episode_s(self) -> float:
@@ -119,26 +134,32 @@ class Row:
 
 
 def run_episodes(
-    base_url: str, tokenizer: object, specs: list[EpisodeSpec], concurrency: int, agent: object
-) -> tuple[float, int]:
-    """Seconds to run `specs` through one AgentLoop at `concurrency`, and the error count."""
+    base_url: str,
+    tokenizer: object,
+    specs: list[EpisodeSpec],
+    concurrency: int,
+    agent: object,
+    warmup: list[EpisodeSpec],
+) -> Row:
+    """Run `specs` through one AgentLoop at `concurrency` (after `warmup`), timed."""
     engine = OpenAIEngine(
         base_url=base_url, model="beacon", tokenizer=tokenizer, concurrency=concurrency
     )
     with tempfile.TemporaryDirectory() as out, Sandbox() as sandbox:
         with AgentLoop(engine, sandbox, agent, store=ImageStore(Path(out) / "images")) as loop:
-            loop.run(specs[:2], max_active=2)  # warm-up: sandbox workers, connections
-            start = time.perf_counter()
+            loop.run(warmup, max_active=len(warmup))  # sandbox workers, connections
+            server_cpu, cpu, start = _server_cpu(base_url), time.process_time(), time.perf_counter()
             trajectories = loop.run(specs, max_active=concurrency)
             seconds = time.perf_counter() - start
+            cpu, server_cpu = time.process_time() - cpu, _server_cpu(base_url) - server_cpu
         engine.close()
     errors = [t for t in trajectories if t.finish_reason.endswith("_error")]
     if errors:
         logging.warning("%d episodes failed, e.g.: %s", len(errors), errors[0].error)
-    return seconds, len(errors)
+    return Row(concurrency, len(specs), seconds, len(errors), cpu, server_cpu)
 
 
-def fake_rows(args: argparse.Namespace, tokenizer: object, samples: list[Sample]) -> list[Row]:
+def fake_rows(args: argparse.Namespace, tokenizer: object) -> list[Row]:
     tok_path = str(cached_tiny_model("qwen2_vl")) if tokenizer is not None else ""
     cmd = [sys.executable, __file__, "--serve-fake", str(args.latency), "--tokenizer", tok_path]
     server = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
@@ -147,16 +168,29 @@ def fake_rows(args: argparse.Namespace, tokenizer: object, samples: list[Sample]
         _wait_for(base_url)
         rows = []
         agent = AgentConfig(max_new_tokens_per_turn=256, max_total_new_tokens=1024)
-        for concurrency in args.concurrency:
-            n = max(args.min_episodes, args.rounds * concurrency)
-            specs = [EpisodeSpec(samples[i % len(samples)], mode="tool") for i in range(n)]
-            rows.append(
-                Row(concurrency, n, *run_episodes(base_url, tokenizer, specs, concurrency, agent))
-            )
+        synth = get_benchmark("synth")
+        warmup = [EpisodeSpec(sample, mode="tool") for sample in synth.load(limit=2, seed=1)]
+        for seed, concurrency in enumerate(args.concurrency, start=2):
+            # every row its own images (a seed each): none finds an earlier row's in a cache
+            samples = synth.load(limit=_fake_episodes(args, concurrency), seed=seed)
+            specs = [EpisodeSpec(sample, mode="tool") for sample in samples]
+            rows.append(run_episodes(base_url, tokenizer, specs, concurrency, agent, warmup))
         return rows
     finally:
         server.terminate()
         server.wait()
+
+
+def _fake_episodes(args: argparse.Namespace, concurrency: int) -> int:
+    return max(args.min_episodes, args.rounds * concurrency)
+
+
+def _server_cpu(base_url: str) -> float:
+    """The fake server's CPU seconds; 0 from a server without that endpoint (`beacon serve`)."""
+    import httpx
+
+    response = httpx.get(base_url.removesuffix("/v1") + "/cpu", timeout=30)
+    return response.json()["cpu_s"] if response.status_code == 200 else 0.0
 
 
 def tiny_rows(args: argparse.Namespace, samples: list[Sample]) -> list[Row]:
@@ -170,8 +204,9 @@ def tiny_rows(args: argparse.Namespace, samples: list[Sample]) -> list[Row]:
     rows = []
     with serving(engine) as base_url:
         for concurrency in args.concurrency:
-            result = run_episodes(base_url, engine.tokenizer, specs, concurrency, agent)
-            rows.append(Row(concurrency, len(specs), *result))
+            rows.append(
+                run_episodes(base_url, engine.tokenizer, specs, concurrency, agent, specs[:2])
+            )
     return rows
 
 
@@ -188,21 +223,70 @@ def _wait_for(base_url: str) -> None:
     raise RuntimeError("the fake server did not start")
 
 
-def print_fake(rows: list[Row], latency_s: float, with_ids: bool) -> None:
-    base = rows[0]
+def print_fake(
+    rows: list[Row], latency_s: float, with_ids: bool, baseline: list[Row] | None = None
+) -> None:
+    """The fake-server table; with `baseline` (same concurrencies), both side by side."""
     ids = "with token ids (local tokenizer)" if with_ids else "text only"
     print(f"\nfake server: {latency_s * 1000:.0f} ms per turn, 2 turns + 1 crop per episode, {ids}")
-    print(f"{'concurrency':>11} | {'episodes':>8} | {'s/episode':>9} | {'harness ms/ep':>13} | "
-          f"{'speed-up':>8} | {'errors':>6}")  # fmt: skip
-    print("-" * 72)
-    for row in rows:
-        harness = (row.per_episode_s * row.concurrency - 2 * latency_s) * 1000
-        speedup = base.per_episode_s / row.per_episode_s
-        print(
-            f"{row.concurrency:>11} | {row.episodes:>8} | {row.per_episode_s:>9.4f} | "
-            f"{harness:>13.1f} | {speedup:>7.2f}x | {row.errors:>6}"
-        )
-    print("harness ms/ep = wall time x concurrency / episodes - 2 x latency")
+    if baseline is None:
+        print(f"{'concurrency':>11} | {'episodes':>8} | {'s/episode':>9} | "
+              f"{'harness ms/ep':>13} | {'speed-up':>8} | {'CPU ms/ep':>9} | {'server CPU':>10} | "
+              f"{'errors':>6}")  # fmt: skip
+        print("-" * 101)
+        for row in rows:
+            print(
+                f"{row.concurrency:>11} | {row.episodes:>8} | {row.per_episode_s:>9.4f} | "
+                f"{_harness_ms(row, latency_s):>13.1f} | {_speedup(row, rows):>7.2f}x | "
+                f"{_ms(row.cpu_s, row):>9.1f} | {_ms(row.server_cpu_s, row):>10.1f} | "
+                f"{row.errors:>6}"
+            )
+    else:
+        print(f"{'':>11} | {'harness ms/episode':^26} | {'speed-up':^26} | "
+              f"{'CPU ms/episode':^15} |")  # fmt: skip
+        print(f"{'concurrency':>11} | {'before':>8} {'after':>8} {'ratio':>7} | "
+              f"{'before':>8} {'after':>8} {'ratio':>7} | {'before':>7} {'after':>7} | "
+              f"{'errors':>7}")  # fmt: skip
+        print("-" * 99)
+        for old, row in zip(baseline, rows, strict=True):
+            old_ms, ms = _harness_ms(old, latency_s), _harness_ms(row, latency_s)
+            old_up, up = _speedup(old, baseline), _speedup(row, rows)
+            print(
+                f"{row.concurrency:>11} | {old_ms:>8.1f} {ms:>8.1f} {old_ms / ms:>6.2f}x | "
+                f"{old_up:>7.2f}x {up:>7.2f}x {up / old_up:>6.2f}x | "
+                f"{_ms(old.cpu_s, old):>7.1f} {_ms(row.cpu_s, row):>7.1f} | "
+                f"{old.errors:>3}/{row.errors:<3}"
+            )
+    print("harness ms/ep = wall time x concurrency / episodes - 2 x latency; speed-up = s/episode")
+    print("at concurrency 1 / s/episode; CPU ms/ep = this process's CPU (all threads) / episodes,")
+    print("not counting the sandbox's workers or the server (server CPU, its own process)")
+
+
+def _harness_ms(row: Row, latency_s: float) -> float:
+    return (row.per_episode_s * row.concurrency - 2 * latency_s) * 1000
+
+
+def _speedup(row: Row, rows: list[Row]) -> float:
+    return rows[0].per_episode_s / row.per_episode_s
+
+
+def _ms(seconds: float, row: Row) -> float:
+    return seconds / row.episodes * 1000
+
+
+def baseline_rows(args: argparse.Namespace) -> list[Row]:
+    """The fake rows of another checkout (`--baseline SRC`): this script in a subprocess with
+    PYTHONPATH=SRC, run just before this checkout's rows."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "rows.json"
+        cmd = [sys.executable, __file__, "--skip", "tiny", "--json", str(out),
+               "--concurrency", *map(str, args.concurrency), "--latency", str(args.latency),
+               "--rounds", str(args.rounds), "--min-episodes", str(args.min_episodes)]  # fmt: skip
+        if args.text_only:
+            cmd.append("--text-only")
+        env = {**os.environ, "PYTHONPATH": args.baseline}
+        subprocess.run(cmd, env=env, check=True)
+        return [Row(**row) for row in json.loads(out.read_text())]
 
 
 def print_tiny(rows: list[Row], tokens: int) -> None:
@@ -227,11 +311,13 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16, 64])
     parser.add_argument("--latency", type=float, default=0.25, help="fake server s per turn")
     parser.add_argument("--rounds", type=int, default=3, help="fake: episodes = rounds x conc.")
-    parser.add_argument("--min-episodes", type=int, default=8, help="fake: at least this many")
+    parser.add_argument("--min-episodes", type=int, default=16, help="fake: at least this many")
     parser.add_argument("--text-only", action="store_true", help="fake: no local tokenizer")
     parser.add_argument("--skip", choices=["fake", "tiny"], nargs="*", default=[])
     parser.add_argument("--limit", type=int, default=16, help="tiny: synth items (x2 modes)")
     parser.add_argument("--tokens", type=int, default=32, help="tiny: max new tokens per turn")
+    parser.add_argument("--baseline", help="fake: src folder of a checkout to run first")
+    parser.add_argument("--json", help="fake: also write the rows to this file")
     parser.add_argument("--serve-fake", type=float, help=argparse.SUPPRESS)
     parser.add_argument("--tokenizer", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -246,12 +332,17 @@ def main() -> None:
 
     print(f"beacon from {Path(beacon.__file__).parent}")
     if "fake" not in args.skip:
+        baseline = baseline_rows(args) if args.baseline else None
         tokenizer = None
         if not args.text_only:
             from beacon.engines.tokenizer import HFTokenizer
 
             tokenizer = HFTokenizer.from_pretrained(cached_tiny_model("qwen2_vl"))
-        print_fake(fake_rows(args, tokenizer, samples), args.latency, tokenizer is not None)
+        rows = fake_rows(args, tokenizer)
+        print(f"load average after the runs: {os.getloadavg()[0]:.1f}")
+        if args.json:
+            Path(args.json).write_text(json.dumps([vars(row) for row in rows]))
+        print_fake(rows, args.latency, tokenizer is not None, baseline)
     if "tiny" not in args.skip:
         print_tiny(tiny_rows(args, samples), args.tokens)
 

@@ -45,7 +45,7 @@ def test_run_rejects_an_unknown_mode(tmp_path: Path) -> None:
     image = tmp_path / "img.png"
     Image.new("RGB", (8, 8)).save(image)
     result = runner.invoke(app, ["run", "--image", str(image), "--question", "?", "--mode", "x"])
-    assert result.exit_code != 0 and "tool or notool" in result.output
+    assert result.exit_code != 0 and "gated" in result.output and "got 'x'" in result.output
 
 
 def test_show_config_lists_every_setting_with_help() -> None:

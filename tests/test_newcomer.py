@@ -75,7 +75,7 @@ BAD_INPUTS = [
     (["eval", "--bench", "vstar", "--out", "runs/v"], "not in the local Hugging Face cache"),
     (["run", "--image", "nope.png", "--question", "q"], "--image"),
     (["run", "--image", "corrupt.png", "--question", "q"], "cannot be read as an image"),
-    (["run", "--image", "ok.png", "--question", "q", "--mode", "x"], "tool or notool"),
+    (["run", "--image", "ok.png", "--question", "q", "--mode", "x"], "tool, notool or gated"),
     (["run", "--image", "ok.png", "--question", "q", "--model", "/missing/dir"], "no such folder"),
     (["sandbox", "run", "--image", "nope.png", "--code", "crop.py"], "--image nope.png: no such"),
     (["sandbox", "run", "--image", "afile", "--code", "crop.py"], "--image afile: cannot decode"),

@@ -11,11 +11,17 @@ import hashlib
 import io
 import os
 import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
+from typing import Generic, TypeVar
 
 from PIL import Image
 
 from beacon.types import ImageSource
+
+T = TypeVar("T")
 
 MAX_IMAGE_PIXELS = 178_956_970
 """Refuse larger images (PIL's own decompression-bomb limit, made an error instead of a warning)."""
@@ -76,11 +82,89 @@ def encode_png(image: Image.Image, compress_level: int = 1) -> bytes:
     return buf.getvalue()
 
 
+class PerImage(Generic[T]):
+    """`compute(image)` memoized for as long as the PIL image lives; an entry goes with its image.
+
+    Keyed by `id(image)` (PIL images are unhashable) and guarded by a weak reference, so a new
+    image that reuses a dead one's id never gets its value. The memo assumes an image is not
+    changed in place once computed on, which holds for Beacon's: `load_image` copies, and the
+    sandbox returns new images for every call.
+    """
+
+    def __init__(self, compute: Callable[[Image.Image], T]) -> None:
+        self._compute = compute
+        self._values: dict[int, tuple[weakref.ref, T]] = {}
+        # reentrant: a garbage collection inside the lock may run `_forget` on this thread
+        self._lock = threading.RLock()
+
+    def __call__(self, image: Image.Image) -> T:
+        key = id(image)
+        with self._lock:
+            entry = self._values.get(key)
+        if entry is not None and entry[0]() is image:
+            return entry[1]
+        value = self._compute(image)
+        ref = weakref.ref(image, lambda _, key=key: self._forget(key))
+        with self._lock:
+            self._values[key] = (ref, value)
+        return value
+
+    def _forget(self, key: int) -> None:
+        with self._lock:
+            entry = self._values.get(key)
+            if entry is not None and entry[0]() is None:
+                del self._values[key]
+
+
 def image_key(image: Image.Image) -> str:
     """SHA-256 of an image's mode, size and raw pixels: equal images get equal keys."""
     digest = hashlib.sha256(f"{image.mode}:{image.width}x{image.height}:".encode())
     digest.update(image.tobytes())
     return digest.hexdigest()
+
+
+_PNG_INFO = ("icc_profile", "transparency", "default_image")
+
+pixel_key: PerImage[str] = PerImage(image_key)
+"""`image_key(image)`, hashed once per live image: the store and `png_bytes` both need it."""
+
+
+class _RecentPngs:
+    """PNGs of recently encoded pixels by `image_key`, up to `budget` bytes (oldest out first).
+
+    The rollouts of one prompt (a GRPO group, eval's tool and notool runs of an item) each load
+    their own copy of its image, and each copy's first request would encode it again: ~12 ms
+    for a 1024x768 chart, ~70 ms for a 1024x768 photo, ten times that at 4K.
+    """
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self._pngs: OrderedDict[tuple, bytes] = OrderedDict()
+        self._size = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, image: Image.Image) -> bytes:
+        # the `info` entries PNG's writer reads besides the pixels: equal keys, equal bytes
+        key = (pixel_key(image), *(repr(image.info.get(name)) for name in _PNG_INFO))
+        with self._lock:
+            png = self._pngs.get(key)
+            if png is not None:
+                self._pngs.move_to_end(key)
+                return png
+        png = encode_png(image)
+        with self._lock:
+            if key not in self._pngs:
+                self._pngs[key] = png
+                self._size += len(png)
+            while self._size > self.budget:
+                self._size -= len(self._pngs.popitem(last=False)[1])
+        return png
+
+
+png_bytes: PerImage[bytes] = PerImage(_RecentPngs(budget=256 << 20))
+"""`encode_png(image)`, encoded once per live image and reused for equal pixels seen recently.
+The image store and the openai engine's requests share it: an episode's image would otherwise
+be encoded once for the store and once more for the first request that sends it, per episode."""
 
 
 class ImageStore:
@@ -93,20 +177,27 @@ class ImageStore:
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
+        self._keys: PerImage[str] = PerImage(self._put)
 
     def path(self, key: str) -> Path:
         return self.root / key[:2] / f"{key}.png"
 
     def put(self, image: Image.Image) -> str:
-        """Store `image` once; the key hashes its pixels, so the PNG is encoded only when new."""
-        key = image_key(image)
+        """Store `image` once; the key hashes its pixels, so the PNG is encoded only when new.
+
+        The key is remembered while the image lives, so storing it ahead (the agent loop does
+        while a sandbox session opens) makes the later `put` free.
+        """
+        return self._keys(image)
+
+    def _put(self, image: Image.Image) -> str:
+        key = pixel_key(image)
         path = self.path(key)
         if path.exists():
             return key
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
-        tmp.write_bytes(encode_png(image))
+        tmp.write_bytes(png_bytes(image))
         os.replace(tmp, path)
         return key
 

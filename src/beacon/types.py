@@ -129,11 +129,29 @@ class ToolCall:
 
 
 @dataclass
+class GateDecision:
+    """The inference gate's choice for one `gated` episode (`beacon.agent.gate`).
+
+    `p_tool` is the scorer's probability of opening a code block at the first decision point;
+    below `threshold` the episode ran text-only (`path == "notool"`), else with tools. `scorer`
+    names the model that scored ("policy", or the gate model); `elapsed_s` is the scoring time.
+    """
+
+    p_tool: float
+    threshold: float
+    path: Literal["tool", "notool"]
+    scorer: str = "policy"
+    elapsed_s: float = 0.0
+
+
+@dataclass
 class Trajectory:
     """One episode: segments, the final answer and how the episode went.
 
     For `mode == "hinted"` the first segment is the hinted prompt the responses were sampled
     from, and `original_prompt` holds the un-hinted prompt segment training swaps in (HGCE).
+    A `gated` episode records the mode that ran ("tool" or "notool") and the gate's `gate`
+    decision; other modes have `gate` None.
     """
 
     sample_id: str
@@ -149,6 +167,7 @@ class Trajectory:
     wall_time_s: float = 0.0
     error: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    gate: GateDecision | None = None
 
     @property
     def used_tool(self) -> bool:
@@ -206,6 +225,8 @@ class Trajectory:
         data["evidence"] = [EvidenceState(**e) for e in data.get("evidence", [])]
         if data.get("original_prompt") is not None:
             data["original_prompt"] = Segment(**data["original_prompt"])
+        if data.get("gate") is not None:
+            data["gate"] = GateDecision(**data["gate"])
         return cls(**data)
 
     @classmethod

@@ -8,6 +8,8 @@ rollouts), and the protocols the model speaks.
 - `formats.Format`: the one owner of a protocol's text: call detection and parsing, answer
   extraction from the model's own words, and rendering of observations (`thyme`, `tool_call`).
 - `prompts`: the first turn (system prompt, images, question, Thyme's path and size lines).
+- `gate.ToolGate`: the inference gate of `gated` mode: p_tool, the model's probability of
+  opening a code block first thing, picks the notool or the tool path for each item.
 - `render`: a trajectory as a person reads it.
 
 See docs/agent.md.

@@ -14,7 +14,12 @@ def run(
     model: str = typer.Option("tiny", help='Model path or hub name; "tiny" = built-in tiny model.'),
     engine: str = typer.Option("hf", help="Engine: hf, openai or vllm."),
     base_url: str = typer.Option("http://127.0.0.1:8000/v1", help="openai engine: server /v1."),
-    mode: str = typer.Option("tool", help="tool (code runs in the sandbox) or notool."),
+    mode: str = typer.Option(
+        "tool", help="tool (code runs in the sandbox), notool, or gated (p_tool picks one)."
+    ),
+    gate_threshold: float = typer.Option(
+        0.7, help="gated: p_tool below this runs notool, at or above it tool."
+    ),
     format_: str = typer.Option("thyme", "--format", help="Tool protocol: thyme or tool_call."),
     max_turns: int = typer.Option(6, help="Assistant turns at most."),
     max_new_tokens: int = typer.Option(1024, help="New tokens per turn at most."),
@@ -38,8 +43,8 @@ def run(
     from beacon.images import ImageError, ImageStore, load_image
     from beacon.types import Sample
 
-    if mode not in ("tool", "notool"):
-        raise typer.BadParameter(f"--mode must be tool or notool, got {mode!r}")
+    if mode not in ("tool", "notool", "gated"):
+        raise typer.BadParameter(f"--mode must be tool, notool or gated, got {mode!r}")
     try:
         agent = load_config(
             AgentConfig,
@@ -48,6 +53,7 @@ def run(
                 f"max_turns={max_turns}",
                 f"max_new_tokens_per_turn={max_new_tokens}",
                 f"temperature={temperature}",
+                f"gate.threshold={gate_threshold}",
             ],
         )
         engine_cfg = load_config(
@@ -66,7 +72,7 @@ def run(
     eng = build_engine(engine_cfg)
     try:
         sandbox = None
-        if mode == "tool":
+        if mode != "notool":
             from beacon.sandbox import Sandbox
 
             sandbox = Sandbox()

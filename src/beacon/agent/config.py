@@ -4,6 +4,23 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from beacon.engines.config import EngineConfig
+
+
+class GateConfig(BaseModel):
+    """The inference gate of `gated` mode (beacon.agent.gate): p_tool decides the path."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    threshold: float = Field(
+        0.7, ge=0, le=1, description="gated: p_tool below this runs notool, at or above it tool"
+    )
+    engine: EngineConfig | None = Field(
+        None,
+        description="gated: a separate small model that scores p_tool (--set "
+        "agent.gate.engine.model=PATH); null: the policy scores it",
+    )
+
 
 class AgentConfig(BaseModel):
     """Episode limits, sampling and the tool protocol."""
@@ -26,6 +43,9 @@ class AgentConfig(BaseModel):
     top_k: int = Field(0, ge=0, description="top-k sampling; 0 disables it")
     code_temperature: float | None = Field(
         None, ge=0, description="code segments' own temperature (GRPO-ATS: 0.0); null: temperature"
+    )
+    gate: GateConfig = Field(
+        default_factory=GateConfig, description="the inference gate of gated mode"
     )
 
     @field_validator("format")

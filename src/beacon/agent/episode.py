@@ -30,7 +30,7 @@ from beacon.engines.base import (
 from beacon.images import ImageStore, image_key
 from beacon.types import EvidenceState, FinishReason, Sample, Segment, ToolCall, Trajectory
 
-Mode = Literal["tool", "notool", "hinted"]
+Mode = Literal["tool", "notool", "hinted", "gated"]  # gated: p_tool picks tool or notool
 TEXT_IMAGE_PLACEHOLDER = "<image>"  # how images read in text-only segments (Thyme data uses it)
 _SEED_STRIDE = 1_000_003  # request n of an episode seeded `seed * stride + n` (mod 2**31)
 

@@ -9,7 +9,8 @@ Engines with an `agenerate` coroutine (`openai`, `hf`) are awaited directly; the
 batching queue still runs whatever requests are pending as one batch, so in-process batching
 stays. Any other engine's blocking `generate` is put behind a `BatchingQueue` here. Blocking work
 (image loading, sandbox sessions and calls, tokenizing observations) runs in a thread pool, off
-the event loop, so other episodes keep generating meanwhile.
+the event loop, so other episodes keep generating meanwhile. A finished episode's sandbox session
+is closed there too, without the episode waiting for it.
 
 `astream` keeps up to `max_active` episodes in flight and yields them as they finish; `stream`
 and `run` are its synchronous wrappers (the event loop runs in a helper thread). A broken image,
@@ -27,11 +28,13 @@ import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from beacon.agent.config import AgentConfig
 from beacon.agent.episode import EpisodeSpec, EpisodeState
 from beacon.agent.formats import get_format
+from beacon.agent.gate import GateError, ToolGate
 from beacon.agent.prompts import first_turn
 from beacon.engines.base import Engine, GenerationRequest, GenerationResult
 from beacon.engines.batching import BatchingQueue
@@ -39,6 +42,8 @@ from beacon.images import ImageError, ImageStore, load_image
 from beacon.types import ToolCall, Trajectory
 
 if TYPE_CHECKING:
+    from PIL import Image
+
     from beacon.sandbox import Sandbox
 
 logger = logging.getLogger(__name__)
@@ -57,18 +62,24 @@ class AgentLoop:
         config: AgentConfig | None = None,
         store: ImageStore | None = None,
         tool_threads: int = 8,
+        gate: ToolGate | None = None,
     ) -> None:
         self.engine = engine
         self.sandbox = sandbox
         self.config = config or AgentConfig()
         self.format = get_format(self.config.format)
         self.store = store
+        self.gate = gate  # gated mode; None: the policy scores p_tool (built on first use)
         self._pool = ThreadPoolExecutor(max_workers=tool_threads, thread_name_prefix="beacon-tool")
+        # stores an episode's images while `_open`, on `_pool`, opens its sandbox session; its
+        # own pool, as a job that waits on a job queued behind it in the same pool may deadlock
+        self._store_pool = ThreadPoolExecutor(tool_threads, thread_name_prefix="beacon-store")
         self._queue: BatchingQueue | None = None
         self._agenerate: AsyncGenerate = getattr(engine, "agenerate", None) or self._queued
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
+        self._store_pool.shutdown(wait=True)
         if self._queue is not None:
             self._queue.close()
 
@@ -147,7 +158,10 @@ class AgentLoop:
                 "Sandbox() or use mode='notool'"
             )
         start = time.monotonic()
-        state, session = await self._blocking(self._open, spec)
+        if spec.mode == "gated":
+            state, session = await self._open_gated(spec)
+        else:
+            state, session = await self._blocking(self._open, spec)
         try:
             while not state.done:
                 state.absorb(await self._generate(state.request()))
@@ -155,7 +169,9 @@ class AgentLoop:
                     await self._blocking(self._execute, state, session)
         finally:
             if session is not None:
-                await self._blocking(_close_session, session)
+                # Not awaited: the trajectory is complete, and the unmount and process sweep
+                # (~10 ms) would add to every episode's latency. `close()` waits for the pool.
+                self._pool.submit(_close_session, session)
         state.trajectory.wall_time_s = time.monotonic() - start
         return state.trajectory
 
@@ -192,13 +208,20 @@ class AgentLoop:
             return state, None
         session, paths = None, []
         if spec.tools:
+            # Meanwhile the store hashes and encodes the images (`state.start` then finds their
+            # keys): at concurrency 1 both are on every episode's path, ~15-20 ms each. The
+            # session gets copies: a PIL image is not safe to save from two threads at once.
+            stored = self._store_pool.submit(_store, self.store, images) if self.store else None
             try:
-                session = self.sandbox.session(images=images)
+                session = self.sandbox.session(images=[image.copy() for image in images])
                 paths = list(session.image_paths)
             except Exception as exc:  # a sandbox that cannot start fails this episode only
                 logger.warning("sandbox session failed for %s: %s", spec.sample.id, exc)
                 state.fail("sandbox_error", f"sandbox session failed: {exc}")
                 return state, None
+            finally:
+                if stored is not None:
+                    stored.result()
         question = spec.question or spec.sample.question
         fmt, tools = self.format, spec.tools
         state.start(
@@ -209,6 +232,34 @@ class AgentLoop:
             original = first_turn(question, images, fmt=fmt, tools=True, image_paths=paths)
             state.record_original_prompt(original, images)
         return state, session
+
+    async def _open_gated(self, spec: EpisodeSpec) -> tuple[EpisodeState, Any]:
+        """Gated mode: open the tool episode, score p_tool on its opening context, then keep
+        it or open the notool episode instead (`beacon.agent.gate`)."""
+        state, session = await self._blocking(self._open, replace(spec, mode="tool"))
+        if state.done:  # an unreadable image or no sandbox session: nothing to gate
+            return state, session
+        try:
+            decision = await self._gate().decide(state.messages, state.images)
+        except GateError as exc:
+            state.fail("engine_error", str(exc))
+            return state, session
+        if decision.path == "notool":
+            await self._blocking(_close_session, session)
+            state, session = await self._blocking(self._open, replace(spec, mode="notool"))
+        state.trajectory.gate = decision
+        return state, session
+
+    def _gate(self) -> ToolGate:
+        """The gate passed in, else the policy's own, built on the first gated episode."""
+        if self.gate is None:
+            if self.config.gate.engine is not None:
+                raise ValueError(
+                    "agent.gate.engine is set, so the gate model must be built by the caller: "
+                    "pass AgentLoop(..., gate=ToolGate(build_engine(config.gate.engine), ...))"
+                )
+            self.gate = ToolGate(self.engine, self.format, self.config.gate.threshold)
+        return self.gate
 
     def _execute(self, state: EpisodeState, session: Any) -> None:
         """Run the pending call in the sandbox and append what it reported (in a thread)."""
@@ -254,6 +305,11 @@ def _drive(loop: asyncio.AbstractEventLoop, task: asyncio.Task, handoff: queue.Q
         finally:
             loop.close()
             handoff.put(_END)
+
+
+def _store(store: ImageStore, images: list[Image.Image]) -> None:
+    for image in images:
+        store.put(image)
 
 
 def _close_session(session: Any) -> None:

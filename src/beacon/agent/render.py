@@ -39,6 +39,10 @@ def render_trajectory(traj: Trajectory, color: bool = True, show_prompt: bool = 
         f"tool calls: {traj.num_tool_calls}  generated tokens: {traj.response_tokens}  "
         f"time: {traj.wall_time_s:.2f}s"
     )
+    if traj.gate is not None:
+        gate = traj.gate
+        side = "<" if gate.path == "notool" else ">="
+        summary += f"  gate: p_tool={gate.p_tool:.3g} {side} {gate.threshold:g} -> {gate.path}"
     if traj.error:
         summary += f"  error: {traj.error}"
     lines.append(typer.style(summary, bold=True) if color else summary)

@@ -30,6 +30,10 @@ its stop strings; the result keeps every token up to and including that step, so
 tokenizer.decode(token_ids)` and `text` ends with (or, if the last token runs past it, contains)
 the stop string. End-of-sequence tokens are kept in `token_ids` too: training must learn them.
 
+Scoring: `score(requests)` gives teacher-forced log-probs of given tokens after a context
+(`beacon.engines.scoring`), from the same raw logits, in one forward pass per request; the
+gated mode's p_tool (`beacon.agent.gate`) is computed with it.
+
 Not covered: beam search, per-request logits processors (the hook is engine-wide), streaming.
 """
 
@@ -38,7 +42,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +59,7 @@ from transformers import (
 
 from beacon.engines.base import GenerationRequest, GenerationResult, SamplingParams, TopLogprob
 from beacon.engines.batching import BatchingQueue
+from beacon.engines.scoring import ScoreRequest, ScoreResult
 from beacon.engines.tokenizer import HFTokenizer
 
 logger = logging.getLogger(__name__)
@@ -123,6 +128,48 @@ class HFEngine:
                 for item, result in zip(batch, self._run_isolated(batch), strict=True):
                     results[item.index] = result
         return [results[i] for i in range(len(requests))]
+
+    def score(self, requests: Sequence[ScoreRequest]) -> list[ScoreResult]:
+        """Teacher-forced log-probs (`beacon.engines.scoring`), exact: one forward pass over
+        context + continuation per request, in batches of `batch_size`, keeping only the last
+        positions' logits. A failing request gives a result with `error`, never raises."""
+        results: dict[int, ScoreResult] = {}
+        prepared: list[tuple[_Prepared, ScoreRequest]] = []
+        for index, request in enumerate(requests):
+            try:
+                item = self._prepare(index, request.request)
+            except Exception as exc:  # a bad request is a recorded error, never a dead batch
+                results[index] = ScoreResult(error=f"{type(exc).__name__}: {exc}")
+                continue
+            forced = replace(item, prompt_ids=[*item.prompt_ids, *request.continuation])
+            prepared.append((forced, request))
+        with self._lock, torch.no_grad():
+            for start in range(0, len(prepared), self.batch_size):
+                chunk = prepared[start : start + self.batch_size]
+                try:
+                    scored = self._score_batch(chunk)
+                except Exception as exc:
+                    logger.warning("scoring failed: %s: %s", type(exc).__name__, exc)
+                    scored = [ScoreResult(error=f"{type(exc).__name__}: {exc}") for _ in chunk]
+                for (item, _), result in zip(chunk, scored, strict=True):
+                    results[item.index] = result
+        return [results[i] for i in range(len(requests))]
+
+    def _score_batch(self, chunk: list[tuple[_Prepared, ScoreRequest]]) -> list[ScoreResult]:
+        """Left padding aligns every row's end, so the last `keep` positions hold each row's
+        continuation: position T-1-m+i predicts continuation[i], position T-1 the next token."""
+        keep = max(len(request.continuation) for _, request in chunk) + 1
+        inputs = self._model_inputs([item for item, _ in chunk])
+        logits = self.model(**inputs, logits_to_keep=keep).logits  # [B, keep, V]
+        logp = torch.log_softmax(logits.float(), dim=-1).cpu()
+        out = []
+        for row, (_, request) in enumerate(chunk):
+            m = len(request.continuation)
+            steps = logp[row, keep - 1 - m :]  # [m + 1, V]
+            forced = steps[torch.arange(m), torch.tensor(request.continuation, dtype=torch.long)]
+            following = steps[m, torch.tensor(request.candidates, dtype=torch.long)]
+            out.append(ScoreResult(forced.tolist(), following.tolist()))
+        return out
 
     def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> int:
         """Copy trainer weights into the model by parameter name; returns how many were set.

@@ -67,7 +67,9 @@ def eval_command(
     engine: str = typer.Option(None, help="Engine: hf, openai or vllm."),
     base_url: str = typer.Option(None, help="openai engine: server address, e.g. .../v1."),
     bench: str = typer.Option(None, help="Comma-separated benchmarks (see `beacon bench list`)."),
-    modes: str = typer.Option(None, help="Comma-separated modes: tool,notool."),
+    modes: str = typer.Option(
+        None, help="Comma-separated modes: tool,notool,gated (gated: p_tool picks one)."
+    ),
     samples: int = typer.Option(None, help="K samples per item and mode."),
     concurrency: int = typer.Option(None, help="Episodes in flight."),
     limit: int = typer.Option(None, help="Items per benchmark (default: all)."),

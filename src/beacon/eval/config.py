@@ -17,7 +17,7 @@ from beacon.sandbox import SandboxConfig
 
 __all__ = ["MODES", "TINY_MODEL", "EngineConfig", "EvalConfig", "JudgeConfig"]
 
-Mode = Literal["tool", "notool"]  # hinted mode is for HGCE training rollouts, not evaluation
+Mode = Literal["tool", "notool", "gated"]  # hinted mode is for HGCE training rollouts only
 MODES: tuple[str, ...] = get_args(Mode)
 
 
@@ -58,6 +58,12 @@ class EvalConfig(BaseModel):
         "engine.batch_size",
         "engine.timeout_s",
         "engine.max_retries",
+        "agent.gate.engine.base_url",
+        "agent.gate.engine.api_key",
+        "agent.gate.engine.concurrency",
+        "agent.gate.engine.batch_size",
+        "agent.gate.engine.timeout_s",
+        "agent.gate.engine.max_retries",
         "judge.base_url",
         "judge.api_key",
         "judge.concurrency",
@@ -84,7 +90,9 @@ class EvalConfig(BaseModel):
         None, description="benchmark -> sample ids to run (null: every loaded item)"
     )
     modes: list[Mode] = Field(
-        default_factory=lambda: ["tool", "notool"], min_length=1, description="tool and/or notool"
+        default_factory=lambda: ["tool", "notool"],
+        min_length=1,
+        description="tool, notool and/or gated (p_tool vs agent.gate.threshold picks one)",
     )
     samples: int = Field(
         1, ge=1, description="K samples per item and mode (temperature > 0 if K > 1)"

@@ -17,8 +17,8 @@ from matplotlib.figure import Figure
 
 RunSummary = tuple[str, Mapping]
 OVERALL = "all"
-MODE_MARKERS = {"notool": "o", "tool": "s", "hinted": "^"}
-MODE_HATCH = {"notool": "", "tool": "//", "hinted": ".."}
+MODE_MARKERS = {"notool": "o", "tool": "s", "gated": "D", "hinted": "^"}
+MODE_HATCH = {"notool": "", "tool": "//", "gated": "xx", "hinted": ".."}
 
 
 def benchmark_names(runs: Sequence[RunSummary]) -> list[str]:

@@ -65,7 +65,7 @@ class SampleRecord(TypedDict):
     key: str  # "benchmark/sample_id/mode/k", unique in a run
     benchmark: str
     sample_id: str
-    mode: str  # tool | notool
+    mode: str  # tool | notool | gated
     k: int  # sample index, 0..samples-1
     category: str | None
     difficulty: str | None  # the benchmark's own difficulty label, if any
@@ -83,7 +83,9 @@ class SampleRecord(TypedDict):
     code_tokens: int
     finish_reason: str
     error: str | None
-    wall_time_s: float
+    wall_time_s: float  # the episode's wall time, the gate's scoring included
+    gate_p_tool: float | None  # gated mode: the gate's p_tool (beacon.agent.gate); else None
+    gate_path: str | None  # gated mode: the path taken, tool | notool; else None
     trajectory: TrajectoryRef
 
 

@@ -42,6 +42,7 @@ class RunReport:
     run_dir: Path
     model: str | None
     summary: dict
+    gate_threshold: float | None = None  # agent.gate.threshold of the run's config
 
 
 def _model_name(config: Mapping) -> str | None:
@@ -105,7 +106,14 @@ def load_run(
                 summary["benchmarks"][bench]["aggregates"] = aggregates
     model = _model_name(config)
     label = str(config.get("label") or config.get("name") or model or run_dir.name)
-    return RunReport(label, run_dir, model, summary)
+    return RunReport(label, run_dir, model, summary, _gate_threshold(config))
+
+
+def _gate_threshold(config: Mapping) -> float | None:
+    agent = config.get("agent")
+    gate = agent.get("gate") if isinstance(agent, Mapping) else None
+    threshold = gate.get("threshold") if isinstance(gate, Mapping) else None
+    return None if threshold is None else float(threshold)
 
 
 def _unique_labels(runs: list[RunReport]) -> None:
@@ -140,6 +148,14 @@ BEHAVIOUR_COLUMNS = (
     ("Acc without tool", "acc_without_tool", "pct"),
     ("Unparsed", "unparsed_rate", "pct"),
     ("Errors", "error_rate", "pct"),
+    ("Wall s/episode", "wall_time_s", "num2"),
+)
+GATE_MODES = ("gated", "tool", "notool")
+GATE_COLUMNS = (
+    ("Accuracy", "accuracy", "pct"),
+    ("Tool-call rate", "tool_rate", "pct"),
+    ("Wall s/episode", "wall_time_s", "num2"),
+    ("Mean p_tool", "gate_p_tool", "sig3"),
 )
 SPLIT_COLUMNS = (
     ("Acc notool", ("modes", "notool", "accuracy"), "pct"),
@@ -150,7 +166,13 @@ SPLIT_COLUMNS = (
     ("MA", ("adaptivity", "mode_adaptiveness"), "pct"),
     ("Tool-call rate", ("modes", "tool", "tool_rate"), "pct"),
 )
-NUMBER_FORMATS = {"pct": "{:.1f}", "diff": "{:+.1f}", "num2": "{:.2f}", "num0": "{:.0f}"}
+NUMBER_FORMATS = {
+    "pct": "{:.1f}",
+    "diff": "{:+.1f}",
+    "sig3": "{:.3g}",
+    "num2": "{:.2f}",
+    "num0": "{:.0f}",
+}
 
 
 def format_metric(value: float, low: float, high: float, kind: str) -> str:
@@ -194,6 +216,29 @@ def _behaviour_table(runs: list[RunReport], group: str) -> list[str]:
             ]
             rows.append([run.label, mode, *cells])
     return _table(["Run", "Mode", *(c[0] for c in BEHAVIOUR_COLUMNS)], rows)
+
+
+def _gate_table(runs: list[RunReport], group: str) -> list[str]:
+    """Gated vs tool vs notool, for runs that have a gated mode; empty when none has."""
+    rows = []
+    for run in runs:
+        section = _section(run, group) or {}
+        if "gated" not in section.get("modes", {}):
+            continue
+        paths = section.get("gate_paths", {})
+        threshold = "—" if run.gate_threshold is None else f"{run.gate_threshold:g}"
+        gate_cells = [threshold, str(paths.get("tool", 0)), str(paths.get("notool", 0))]
+        for mode in (m for m in GATE_MODES if m in section["modes"]):
+            cells = [
+                format_metric(*metric_at(section, ("modes", mode, key)), kind)
+                for _, key, kind in GATE_COLUMNS
+            ]
+            own = gate_cells if mode == "gated" else ["—"] * 3
+            rows.append([run.label, mode, own[0], *cells, *own[1:]])
+    if not rows:
+        return []
+    header = ["Run", "Mode", "Threshold", *(c[0] for c in GATE_COLUMNS), "→ tool", "→ notool"]
+    return ["**Inference gate**", "", *_table(header, rows), ""]
 
 
 def _split_table(runs: list[RunReport], bench: str, split: str, title: str) -> list[str]:
@@ -270,7 +315,10 @@ P[✓tool ∧ ✗notool], Harm share = P[✗tool ∧ ✓notool] (their differenc
 solved without tools and "hard" not solved without tools — not a benchmark's own difficulty
 labels, which have their own table. "Items" counts items run in both modes. "All" pools every
 item of every benchmark (sample-weighted). Definitions and K-sample aggregation:
-docs/metrics.md. "—" = undefined (e.g. no easy item)."""
+docs/metrics.md. "—" = undefined (e.g. no easy item). Wall s/episode = mean seconds per
+episode. The inference gate table (runs with a `gated` mode) sets gated against tool and notool:
+the gate runs notool when p_tool < threshold, else tool; "→ tool" / "→ notool" count gated
+episodes per path (docs/eval.md, "The inference gate")."""
 
 
 PLOT_TITLES = {
@@ -289,6 +337,7 @@ def render_markdown(runs: list[RunReport], plots: Mapping[str, str]) -> str:
         title = "All benchmarks (pooled)" if group == OVERALL else f"Benchmark: {group}"
         lines += [f"## {title}", "", "**Tool effect**", "", *_tool_effect_table(runs, group), ""]
         lines += ["**Behaviour by mode**", "", *_behaviour_table(runs, group), ""]
+        lines += _gate_table(runs, group)
         if group != OVERALL:
             lines += _split_table(runs, group, "categories", "Category")
             lines += _split_table(runs, group, "difficulties", "Benchmark difficulty label")

@@ -23,10 +23,12 @@ import yaml
 from tqdm import tqdm
 
 from beacon.agent.episode import EpisodeSpec
+from beacon.agent.formats import get_format
+from beacon.agent.gate import ToolGate
 from beacon.agent.loop import AgentLoop
 from beacon.benchmarks import Benchmark, get_benchmark
 from beacon.config import drop_keys, flatten, identity, identity_diff, identity_hash, to_yaml
-from beacon.engines import build_engine, load_engine
+from beacon.engines import Engine, build_engine, load_engine
 from beacon.engines.registry import check_model
 from beacon.errors import UserError
 from beacon.eval.config import EvalConfig, JudgeConfig
@@ -156,6 +158,8 @@ def make_record(item: WorkItem, trajectory: Trajectory, verdict: Verdict) -> Sam
         "finish_reason": trajectory.finish_reason,
         "error": trajectory.error,
         "wall_time_s": round(trajectory.wall_time_s, 4),
+        "gate_p_tool": None if trajectory.gate is None else trajectory.gate.p_tool,
+        "gate_path": None if trajectory.gate is None else trajectory.gate.path,
         "trajectory": TrajectoryRef(file=TRAJECTORIES_FILE, key=item.key),
     }
 
@@ -199,6 +203,8 @@ def preflight(cfg: EvalConfig) -> None:
     """The checks that need no model: benchmark names and local data paths, before any folder
     is made, so a refused command leaves nothing behind."""
     check_model(cfg.engine)
+    if "gated" in cfg.modes and cfg.agent.gate.engine is not None:
+        check_model(cfg.agent.gate.engine)
     for name in cfg.benchmarks:
         try:
             get_benchmark(name)
@@ -261,13 +267,14 @@ def _run_items(
     with ExitStack() as stack:
         engine = build_engine(cfg.engine)
         stack.callback(engine.close)
+        gate = _build_gate(cfg, engine, stack) if "gated" in cfg.modes else None
         sandbox = None
-        if "tool" in cfg.modes:
+        if any(mode != "notool" for mode in cfg.modes):
             from beacon.sandbox import Sandbox
 
             sandbox = stack.enter_context(Sandbox(cfg.sandbox))
         loop = stack.enter_context(
-            AgentLoop(engine, sandbox, cfg.agent, store=ImageStore(out / "images"))
+            AgentLoop(engine, sandbox, cfg.agent, store=ImageStore(out / "images"), gate=gate)
         )
         total = _expected_total(cfg)
         bar = tqdm(
@@ -282,6 +289,16 @@ def _run_items(
         for spec, trajectory in loop.stream(specs(), max_active=cfg.concurrency):
             recorder.submit(by_spec.pop(id(spec)), trajectory)
     return recorder.failures
+
+
+def _build_gate(cfg: EvalConfig, policy: Engine, stack: ExitStack) -> ToolGate:
+    """The gated mode's gate: the policy scores p_tool, or the `agent.gate.engine` model."""
+    gate_cfg, fmt = cfg.agent.gate, get_format(cfg.agent.format)
+    if gate_cfg.engine is None:
+        return ToolGate(policy, fmt, gate_cfg.threshold)
+    scorer = build_engine(gate_cfg.engine)
+    stack.callback(scorer.close)
+    return ToolGate(scorer, fmt, gate_cfg.threshold, scorer=gate_cfg.engine.model)
 
 
 class Recorder:

@@ -172,6 +172,12 @@ def _correct_if_tool(used: bool) -> SampleRatio:
     return ratio
 
 
+def _took_tool_path(r: Mapping) -> tuple[float, float]:
+    """Gated episodes only: 1 when the gate chose the tool path (beacon.agent.gate)."""
+    path = r.get("gate_path")
+    return (0.0, 0.0) if path is None else (float(path == TOOL_MODE), 1.0)
+
+
 def _unparsed(r: Mapping) -> tuple[float, float]:
     return float(not r.get("parsed", True)), 1.0
 
@@ -192,6 +198,9 @@ MODE_STATS: dict[str, SampleRatio] = {
     "acc_without_tool": _correct_if_tool(False),  # accuracy on episodes that did not
     "unparsed_rate": _unparsed,
     "error_rate": _errored,
+    "wall_time_s": _count("wall_time_s"),  # mean seconds per episode (gated: the gate included)
+    "gate_p_tool": _count("gate_p_tool"),  # gated mode: mean p_tool
+    "gate_tool_path": _took_tool_path,  # gated mode: share of episodes sent down the tool path
 }
 """Per-mode statistics, each a ratio of per-sample sums (see the module docstring)."""
 
@@ -200,6 +209,7 @@ RATE_STATS = frozenset(MODE_STATS) - {
     "attempted_calls_per_episode",
     "response_tokens",
     "code_tokens",
+    "wall_time_s",
 }
 """The statistics that are fractions in [0, 1] (shown as percentages in reports)."""
 

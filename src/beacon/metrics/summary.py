@@ -8,7 +8,8 @@ Sections and what they pool:
   them by the item's ``category`` / ``difficulty`` (items where it is null are in no split).
 
 Each section holds ``modes`` (the `MODE_STATS` of every mode present), ``adaptivity`` (the
-`adaptivity` metrics over items that have both the tool and the notool mode) and, when
+`adaptivity` metrics over items that have both the tool and the notool mode; a ``gated`` mode
+takes no part in them), ``gate_paths`` (gated runs: episodes per path the gate took) and, when
 ``bootstrap > 0``, ``ci``: percentile intervals from resampling the section's items (all samples
 and modes of an item move together). Undefined values are ``None``, so the result is valid JSON
 as it is (``json.dumps(summary, allow_nan=False)`` works).
@@ -59,6 +60,7 @@ class Section(TypedDict, total=False):
     categories: dict[str, Section]  # benchmark sections only
     difficulties: dict[str, Section]  # benchmark sections only
     aggregates: dict[str, dict[str, float]]  # benchmark-specific metrics per mode
+    gate_paths: dict[str, int]  # gated mode: episodes per path taken ("tool", "notool")
 
 
 class Summary(TypedDict):
@@ -72,7 +74,7 @@ class Summary(TypedDict):
 Aggregator = Callable[[list[Mapping]], Mapping[str, float]]
 """A benchmark-specific metric over the records of one mode (e.g. HallusionBench qAcc)."""
 
-MODE_ORDER = (NOTOOL_MODE, TOOL_MODE, "hinted")
+MODE_ORDER = (NOTOOL_MODE, TOOL_MODE, "gated", "hinted")
 ADAPTIVITY_METRICS = (
     "mode_adaptiveness",
     "p_notool_given_easy",
@@ -175,6 +177,9 @@ def section_metrics(
         "modes": {m: {n: point[m, n] for n in arrays.sums[m]} for m in arrays.modes},
         "adaptivity": {n: point.get(("adaptivity", n), math.nan) for n in ADAPTIVITY_METRICS},
     }
+    paths = [r["gate_path"] for r in records if r.get("gate_path") is not None]
+    if paths:
+        section["gate_paths"] = {path: paths.count(path) for path in (TOOL_MODE, NOTOOL_MODE)}
     if bootstrap > 0 and arrays.n_items:
         dist = bootstrap_distribution(arrays.statistic, arrays.n_items, bootstrap, rng)
         cis = {key: percentile_ci(values, level) for key, values in dist.items()}
