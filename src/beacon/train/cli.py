@@ -6,14 +6,46 @@ Launch on many processes through accelerate, e.g.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
 
 import typer
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    Config = TypeVar("Config", bound=BaseModel)
 
 app = typer.Typer(
     help="Train a model: cold-start SFT, GRPO with NAAR and HGCE, OPD (ReVuE), RFT.",
     no_args_is_help=True,
 )
+
+
+def _load(cls: type[Config], config: Path, sets: list[str]) -> Config:
+    """The resolved config; every problem printed, exit 2 (one path for all train commands)."""
+    from beacon.config import ConfigError, load_config
+
+    try:
+        return load_config(cls, config, sets)
+    except ConfigError as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(2) from None
+
+
+@contextlib.contextmanager
+def _run_folder_errors() -> Iterator[None]:
+    """A run folder that cannot be used with this config: one line, exit 2."""
+    from beacon.train.rundir import RunFolderError
+
+    try:
+        yield
+    except RunFolderError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+
 
 TRAIN_EPILOG = """
 Example (tiny model, CPU):
@@ -33,21 +65,12 @@ def sft_command(
     ),
 ) -> None:
     """Cold-start SFT: cross-entropy on generated segments of trajectories."""
-    from beacon.config import ConfigError, load_config
     from beacon.train.config import SFTConfig
-    from beacon.train.rundir import RunFolderError
     from beacon.train.sft import run_sft
 
-    try:
-        cfg = load_config(SFTConfig, config, sets)
-    except ConfigError as exc:
-        typer.echo(str(exc), err=True)
-        raise typer.Exit(2) from None
-    try:
+    cfg = _load(SFTConfig, config, sets)
+    with _run_folder_errors():
         run_sft(cfg, resume=resume)
-    except RunFolderError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
 
 
 GRPO_EPILOG = """
@@ -69,21 +92,12 @@ def grpo_command(
     ),
 ) -> None:
     """GRPO with the NAAR reward and HGCE hints, rollouts through the agent loop."""
-    from beacon.config import ConfigError, load_config
     from beacon.train.grpo import run_grpo
     from beacon.train.grpo_config import GRPOConfig
-    from beacon.train.rundir import RunFolderError
 
-    try:
-        cfg = load_config(GRPOConfig, config, sets)
-    except ConfigError as exc:
-        typer.echo(str(exc), err=True)
-        raise typer.Exit(2) from None
-    try:
+    cfg = _load(GRPOConfig, config, sets)
+    with _run_folder_errors():
         run_grpo(cfg, resume=resume)
-    except RunFolderError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
 
 
 OPD_EPILOG = """
@@ -106,21 +120,12 @@ def opd_command(
     ),
 ) -> None:
     """On-policy distillation with ReVuE: critic reflections and token-impact weights."""
-    from beacon.config import ConfigError, load_config
     from beacon.train.opd import run_opd
     from beacon.train.opd_config import OPDConfig
-    from beacon.train.rundir import RunFolderError
 
-    try:
-        cfg = load_config(OPDConfig, config, sets)
-    except ConfigError as exc:
-        typer.echo(str(exc), err=True)
-        raise typer.Exit(2) from None
-    try:
+    cfg = _load(OPDConfig, config, sets)
+    with _run_folder_errors():
         run_opd(cfg, resume=resume)
-    except RunFolderError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
 
 
 RFT_EPILOG = """
@@ -148,23 +153,15 @@ def rft_command(
     ),
 ) -> None:
     """RFT: SFT the student on the teacher's verified trajectories (sample, verify, sft)."""
-    from beacon.config import ConfigError, load_config
     from beacon.data.records import StageSummary
     from beacon.eval.runner import InfrastructureErrors
     from beacon.train.rft import run_rft
     from beacon.train.rft_config import RFTConfig
-    from beacon.train.rundir import RunFolderError
 
+    cfg = _load(RFTConfig, config, sets)
     try:
-        cfg = load_config(RFTConfig, config, sets)
-    except ConfigError as exc:
-        typer.echo(str(exc), err=True)
-        raise typer.Exit(2) from None
-    try:
-        summary = run_rft(cfg, resume=resume)
-    except RunFolderError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
+        with _run_folder_errors():
+            summary = run_rft(cfg, resume=resume)
     except InfrastructureErrors as exc:  # teacher server down: rerun with --resume retries them
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
