@@ -545,6 +545,7 @@ BUILDERS: dict[str, Callable[[Path], Path]] = {
     "synth": lambda tmp: None,
     "synth_demo": lambda tmp: None,
     "synth_demo_hinted": lambda tmp: None,
+    "synth_demo_rl": lambda tmp: None,
     "mathvista": lambda tmp: DATA / "mathvista",
     "mathverse": lambda tmp: DATA / "mathverse" / "testmini.json",
     "hallusionbench": lambda tmp: DATA / "hallusionbench",

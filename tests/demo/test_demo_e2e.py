@@ -76,7 +76,7 @@ def test_quick_demo_survives_kill_and_resumes(tmp_path: Path) -> None:
     for heading in ("## 1. Cold start", "## 2. RL ablation", "## 3. ReVuE in miniature"):
         assert heading in report
     labels = ("accuracy-only", "+NAAR", "+HGCE", "+NAAR +HGCE", "OPD vanilla", "OPD reflection")
-    for label in (*labels, "OPD revue"):
+    for label in (*labels, "OPD revue", "teacher"):
         assert f"| {label} |" in report, label
     for plot in ("learning_curves", "adaptivity", "accuracy_vs_tool_rate", "revue"):
         assert (out / f"{plot}.png").stat().st_size > 1000
@@ -95,7 +95,7 @@ def test_quick_demo_survives_kill_and_resumes(tmp_path: Path) -> None:
 
     again = run(demo(out))
     assert again.returncode == 0, again.stderr
-    assert again.stderr.count(": already done") == 20  # every stage, none run again
+    assert again.stderr.count(": already done") == 22  # every stage, none run again
     for folder in (out / "eval").iterdir():
         assert len(jsonl(folder / "samples.jsonl")) == 2 * 16
 

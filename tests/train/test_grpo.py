@@ -122,7 +122,7 @@ def test_hgce_ratio_uses_hinted_old_and_unhinted_new_logprobs(tmp_path: Path) ->
         tokens = sum(r.encoded.num_loss_tokens for r in rows)
         totals = StepTotals(sequences=len(rows), loss_tokens=tokens)
         update = policy_update(
-            lp.accelerator, lp.model, rows, old, parts.collate, cfg.rl.loss, 100_000, totals
+            lp.accelerator, lp.model, rows, old, parts.collate, cfg.rl.loss, 100_000, 0, totals
         )
         lp.optimizer.zero_grad()
 

@@ -102,7 +102,7 @@ class EpisodeState:
     def _prompt_segment(self, messages: list[Message], images: list[Image.Image]) -> Segment:
         keys = [self._image_key(im) for im in images]
         if self.tokenizer is None:
-            return Segment(role="prompt", text=_messages_text(messages), images=keys)
+            return Segment(role="prompt", text=messages_text(messages), images=keys)
         text = self.tokenizer.render_chat(messages, add_generation_prompt=True)
         return Segment(
             role="prompt", text=text, token_ids=self.tokenizer.encode(text, images), images=keys
@@ -334,7 +334,9 @@ class EpisodeState:
         return self.store.put(image) if self.store is not None else image_key(image)
 
 
-def _messages_text(messages: list[Message]) -> str:
+def messages_text(messages: list[Message]) -> str:
+    """The text form of a chat kept in a text prompt segment: one `role: content` block per
+    message, images as `<image>` (`beacon.train.encode.parse_prompt_text` reads it back)."""
     out = []
     for message in messages:
         content = message["content"]

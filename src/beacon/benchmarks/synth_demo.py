@@ -6,7 +6,7 @@ quarter of its height here. Four categories cycle with the index:
 
 | category | glyph px (in view) | box given | difficulty | why it is there                       |
 |----------|--------------------|-----------|------------|---------------------------------------|
-| `large`  | 120-200 (30-50)    | yes       | easy       | readable at a glance                  |
+| `large`  | 240-340 (60-85)    | yes       | easy       | readable at a glance                  |
 | `small`  | 64-96 (16-24)      | yes       | easy       | small but readable: not "big glyph"   |
 | `tiny`   | 14-22 (3-5)        | yes       | hard       | unreadable uncropped; half: decoy     |
 | `search` | 20-28 (5-7)        | no        | hard       | must find the box; hint names where   |
@@ -44,7 +44,7 @@ SIZE = 448
 VIEW = 112  # the demo model's input side; glyph sizes above are chosen against it
 DEFAULT_SIZE = 200
 CATEGORIES = ("large", "small", "tiny", "search")
-GLYPH_PX = {"large": (120, 200), "small": (64, 96), "tiny": (14, 22), "search": (20, 28)}
+GLYPH_PX = {"large": (240, 340), "small": (64, 96), "tiny": (14, 22), "search": (20, 28)}
 MARGIN_PX = {"large": (8, 24), "small": (6, 16), "tiny": (4, 10), "search": (4, 10)}
 DIFFICULTY = {"large": "easy", "small": "easy", "tiny": "hard", "search": "hard"}
 BOX_COLORS = ((200, 30, 30), (30, 60, 200), (20, 140, 40))
@@ -212,3 +212,26 @@ class SynthDemoHinted(Benchmark):
         for index in generated_indices(self.name, path, limit, DEFAULT_SIZE // len(CATEGORIES)):
             sample = hinted(generate(seed, index * len(CATEGORIES) + search))
             yield replace(sample, id=str(index))
+
+
+RL_MIX = ("large", "tiny", "large", "search")
+"""Categories of `synth_demo_rl` items, cycling: readable-at-a-glance items half the time."""
+
+
+@register
+class SynthDemoRL(Benchmark):
+    name = "synth_demo_rl"
+    description = (
+        "`synth_demo` items for the demo's RL stage: large, tiny, large, search, cycling (no "
+        "`small` items, so held-out `small` items show whether a learned decision transfers)."
+    )
+    categories = tuple(dict.fromkeys(RL_MIX))
+
+    def load(
+        self, path: str | Path | None = None, limit: int | None = None, seed: int = 0
+    ) -> Iterator[Sample]:
+        """Generate `limit` items (default 200) under `seed`; `path` is not used."""
+        for index in generated_indices(self.name, path, limit, DEFAULT_SIZE):
+            category = CATEGORIES.index(RL_MIX[index % len(RL_MIX)])
+            sample = generate(seed, index * len(CATEGORIES) + category)
+            yield replace(sample, id=str(index), benchmark=self.name)

@@ -21,12 +21,13 @@ from pathlib import Path
 
 from beacon.agent.config import AgentConfig
 from beacon.benchmarks import get_benchmark
-from beacon.benchmarks.synth_demo import HINTED
+from beacon.benchmarks.synth_demo import HINTED, SynthDemo
 from beacon.data.records import write_jsonl_atomic
 from beacon.data.scripted import create_scripted_app
 from beacon.data.stages import copy_image, image_keys, run_trajectories
 from beacon.demo.config import DemoConfig
 from beacon.demo.expert import MODEL_NAME, ScriptedDemoExpert
+from beacon.demo.teacher import build_teacher_set
 from beacon.engines.config import EngineConfig
 from beacon.engines.serve import run_app_in_thread
 from beacon.eval.config import EvalConfig
@@ -35,7 +36,7 @@ from beacon.images import ImageStore
 
 logger = logging.getLogger(__name__)
 
-TRAIN_BENCH = "synth_demo"
+TRAIN_BENCH = SynthDemo.name
 
 
 def expert_agent() -> AgentConfig:
@@ -84,7 +85,9 @@ def build_sft_data(cfg: DemoConfig, root: Path, progress: bool) -> dict[str, int
         run_eval(text_run, progress=progress)
     finally:
         server.stop()
-    return write_sft_set(root, [Path(tool_run.out), Path(text_run.out)])
+    summary = write_sft_set(root, [Path(tool_run.out), Path(text_run.out)])
+    build_teacher_set(root, train, d.train_seed)
+    return summary
 
 
 def write_sft_set(root: Path, runs: list[Path]) -> dict[str, int]:

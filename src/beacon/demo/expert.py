@@ -9,7 +9,7 @@ Its policy is the paper's tool-biased cold start, by construction:
 
 - tool mode, `tiny` items: crop the box the question names; `search` items: crop the ninth of
   the image that holds the box (the region a hint names), since the question gives no box;
-- tool mode, `large` / `small` items: crop anyway with probability `tool_bias` (0.9), else
+- tool mode, `large` / `small` items: crop anyway with probability `tool_bias` (0.6), else
   answer directly: the over-use of the tool that RL with NAAR should remove;
 - notool mode: answer directly.
 
@@ -49,7 +49,7 @@ def crop_box(sample: Sample) -> list[int]:
 class ScriptedDemoExpert:
     """Knows the ground truth of the `synth_demo` samples it is given."""
 
-    def __init__(self, samples: Iterable[Sample], tool_bias: float = 0.9, seed: int = 0) -> None:
+    def __init__(self, samples: Iterable[Sample], tool_bias: float = 0.6, seed: int = 0) -> None:
         self.tool_bias, self.seed = tool_bias, seed
         self.items = {image_key(s.images[0]): s for s in samples}
 

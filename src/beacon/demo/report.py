@@ -202,13 +202,15 @@ class DemoReport:
         if not self.cfg.revue.enabled:
             return [*lines, "(disabled: revue.enabled=false)", ""]
         labels = []
+        if self.evaluated("teacher", ["teacher"]):
+            labels.append("teacher")
         if self.evaluated("student (before)", ["student"]):
             labels.append("student (before)")
         for variant in OPD_VARIANTS:
             if self.evaluated(f"OPD {variant}", [f"opd-{variant}"]):
                 labels.append(f"OPD {variant}")
         header = [
-            "student",
+            "model",
             "acc tool",
             "acc notool",
             "tool rate",
@@ -233,11 +235,18 @@ class DemoReport:
                     sparsity,
                 ]
             )
-        teacher = read_json(self.root / "opd" / "teacher.json").get("teacher", "?")
-        return [*lines, f"Teacher: `{teacher}`.", "", *table(header, rows), ""]
+        source = read_json(self.root / "opd" / "teacher.json").get("teacher", "?")
+        note = (
+            f"Teacher: `{source}` (the RL run with the best tool-mode accuracy) after "
+            f"{self.cfg.revue.teacher_steps} SFT steps on reflection-conditioned prompts "
+            "(`beacon.demo.teacher`); every variant distils from it."
+        )
+        return [*lines, note, "", *table(header, rows), ""]
 
     def response_tokens(self, label: str) -> float:
-        name = {"student (before)": "student"}.get(label, "opd-" + label.removeprefix("OPD "))
+        name = {"student (before)": "student", "teacher": "teacher"}.get(
+            label, "opd-" + label.removeprefix("OPD ")
+        )
         records = [
             r
             for r in read_jsonl(self.paths.eval_dir(name) / "samples.jsonl")

@@ -6,10 +6,11 @@ Order (folders under the demo's `out`):
 2. `expert-tool/`, `expert-text/`, `sft/`: the cold-start SFT set (`beacon.demo.data`).
 3. `sft-run/`: `run_sft` on it: the tool-biased cold start.
 4. `rl/ARM-sSEED/`: `run_grpo` from the SFT checkpoint, one run per RL arm and seed.
-5. `student-sft/`, `opd/VARIANT/`: a fresh student (other init seed, a short SFT), distilled from
-   the teacher (the best RL run) by each of `OPD_VARIANTS` (`run_opd`, scripted critic).
-6. `eval/NAME/`: `run_eval` of every trained model on the held-out items, tool and notool mode.
-7. `report.md` (`beacon.demo.report`).
+5. `teacher-sft/`: the best RL run learns to read reflections (`beacon.demo.teacher`).
+6. `student-sft/`, `opd/VARIANT/`: a fresh student (other init seed, a short SFT), distilled from
+   that teacher by each of `OPD_VARIANTS` (`run_opd`, scripted critic).
+7. `eval/NAME/`: `run_eval` of every trained model on the held-out items, tool and notool mode.
+8. `report.md` (`beacon.demo.report`).
 
 Resuming: a finished stage (final checkpoint, or eval summary, present) is skipped and keeps
 its recorded time; an unfinished training stage resumes from its newest checkpoint and an
@@ -30,6 +31,7 @@ from beacon.agent.config import AgentConfig
 from beacon.demo.config import DemoConfig
 from beacon.demo.data import TRAIN_BENCH, build_sft_data, expert_agent
 from beacon.demo.model import make_demo_model
+from beacon.demo.teacher import TEACHER_DATA
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +52,8 @@ OPD_VARIANTS = {
 paper's "reflection without reweighting" ablation, and ReVuE; the middle one separates what the
 reflection-conditioned teacher does from what the token weights do."""
 
+RL_BENCH = "synth_demo_rl"
+"""RL items: large, tiny, large, search (`beacon.benchmarks.synth_demo.RL_MIX`)."""
 EVAL_SEED = 2
 RL_SEED = 11
 STUDENT_INIT_SEED = 1
@@ -108,6 +112,7 @@ class DemoStages:
         self.model_dir = self.root / "model"
         self.sft_dir = self.root / "sft-run"
         self.student_dir = self.root / "student-sft"
+        self.teacher_dir = self.root / "teacher-sft"
 
     # -- paths ---------------------------------------------------------------------------------
     def sft_model(self) -> Path:
@@ -118,6 +123,9 @@ class DemoStages:
 
     def rl_model(self, arm: str, seed: int) -> Path:
         return final_checkpoint(self.rl_dir(arm, seed), self.cfg.rl.steps)
+
+    def teacher_model(self) -> Path:
+        return final_checkpoint(self.teacher_dir, self.cfg.revue.teacher_steps)
 
     def student_model(self) -> Path:
         return final_checkpoint(self.student_dir, self.cfg.revue.student_sft_steps)
@@ -164,6 +172,14 @@ class DemoStages:
         if c.revue.enabled:
             out.append(
                 Stage(
+                    "teacher learns to read reflections (SFT)",
+                    self.teacher_sft,
+                    lambda: is_complete(self.teacher_dir, c.revue.teacher_steps),
+                )
+            )
+            out.append(self.eval_stage("evaluate the teacher", "teacher", self.teacher_model))
+            out.append(
+                Stage(
                     "student cold start (SFT)",
                     self.student_sft,
                     lambda: is_complete(self.student_dir, c.revue.student_sft_steps),
@@ -198,7 +214,7 @@ class DemoStages:
         return (self.model_dir / "beacon_demo.json").exists()
 
     def data_done(self) -> bool:
-        return (self.root / "sft" / "summary.json").exists()
+        return all((self.root / d / "summary.json").exists() for d in ("sft", TEACHER_DATA))
 
     def build_model(self) -> None:
         if not self.model_dir_done():
@@ -208,7 +224,16 @@ class DemoStages:
         if not self.data_done():
             build_sft_data(self.cfg, self.root, self.cfg.progress)
 
-    def sft(self, run_dir: Path, model: Path, steps: int) -> None:
+    def sft(
+        self,
+        run_dir: Path,
+        model: Path,
+        steps: int,
+        data: str = "sft",
+        lr: float | None = None,
+        warmup_steps: int | None = None,
+    ) -> None:
+        """SFT of `model` on `data`'s trajectories (images always in `sft/images`)."""
         from beacon.train.config import SFTConfig
         from beacon.train.sft import run_sft
 
@@ -216,14 +241,15 @@ class DemoStages:
             return
         s = self.cfg.sft
         sft_data = self.root / "sft"
+        warmup = s.warmup_steps if warmup_steps is None else warmup_steps
         train = _train_config(
             self.cfg,
             run_dir,
             seed=0,
             steps=steps,
-            lr=s.lr,
+            lr=s.lr if lr is None else lr,
             global_batch_size=s.batch_size,
-            warmup_steps=min(s.warmup_steps, steps - 1),
+            warmup_steps=min(warmup, steps - 1),
             weight_decay=0.01,
             betas=(0.9, 0.98),
             log_every=max(1, steps // 100),
@@ -232,7 +258,7 @@ class DemoStages:
             {
                 "model": {"path": str(model)},
                 "data": {
-                    "train": [str(sft_data / "trajectories.jsonl")],
+                    "train": [str(self.root / data / "trajectories.jsonl")],
                     "images": str(sft_data / "images"),
                     "max_length": 1024,
                 },
@@ -264,7 +290,7 @@ class DemoStages:
                     self.cfg, run_dir, seed, r.steps, r.lr, min_lr_ratio=1.0, betas=(0.9, 0.99)
                 ),
                 "rollout": {
-                    "benchmark": TRAIN_BENCH,
+                    "benchmark": RL_BENCH,
                     "limit": r.items,
                     "data_seed": RL_SEED,
                     "prompts_per_step": r.prompts_per_step,
@@ -278,9 +304,21 @@ class DemoStages:
         )
         run_grpo(cfg, resume=(run_dir / "config.yaml").exists())
 
-    def teacher(self) -> Path:
-        """The ReVuE teacher: the RL run with the best held-out tool-mode accuracy (chosen once,
-        recorded in `opd/teacher.json`, so a resumed demo keeps its teacher)."""
+    def teacher_sft(self) -> None:
+        """The teacher learns the reflection-conditioned prompts it will score with."""
+        v = self.cfg.revue
+        self.sft(
+            self.teacher_dir,
+            self.teacher_source(),
+            v.teacher_steps,
+            data=TEACHER_DATA,
+            lr=v.teacher_lr,
+            warmup_steps=v.teacher_steps // 10,
+        )
+
+    def teacher_source(self) -> Path:
+        """What the ReVuE teacher starts from: the RL run with the best held-out tool-mode
+        accuracy (chosen once, recorded in `opd/teacher.json`, so a resumed demo keeps it)."""
         record = self.root / "opd" / "teacher.json"
         if record.exists():
             return Path(json.loads(record.read_text())["teacher"])
@@ -309,7 +347,7 @@ class DemoStages:
         cfg = OPDConfig.model_validate(
             {
                 "model": {"path": str(self.student_model())},
-                "teacher": {"path": str(self.teacher()), "context": context},
+                "teacher": {"path": str(self.teacher_model()), "context": context},
                 "data": {"benchmark": TRAIN_BENCH, "limit": self.cfg.rl.items, "seed": RL_SEED},
                 "rollout": {
                     "group_size": v.group_size,

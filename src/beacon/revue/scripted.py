@@ -128,7 +128,6 @@ class ScriptedCritic:
         question, reference = (task.group(1).strip(), task.group(2).strip()) if task else ("", "")
         sample = self.by_image.get(image_key(image)) if image is not None else None
         facts = sample.metadata.get("facts") if sample else self.facts.get(question)
-        fact = f"the image shows {json.dumps(facts)}" if facts else f"the image shows {reference}"
         rollouts = _ROLLOUT.findall(text)
         region = sample.metadata["region"] if sample else None
         original_ok = sample is None or sample.metadata["difficulty"] != "hard"
@@ -142,18 +141,29 @@ class ScriptedCritic:
         return {
             "applicable": True,
             "sufficient_states": sufficient,
-            "reading": {"query_slot": question, "observed_value": reference, "visual_fact": fact},
-            "grounding": {"rule": "the answer is the observed value"},
+            "reading": reading(question, reference, facts),
+            "grounding": GROUNDING,
             "rollout_diagnoses": [
-                _diagnosis(rid, label, body, reference, original_ok or bool(owned.get(rid)))
+                diagnosis(rid, label, body, reference, original_ok or bool(owned.get(rid)))
                 for rid, label, body in rollouts
             ],
         }
 
 
-def _diagnosis(
+def reading(question: str, reference: str, facts: Any) -> dict[str, str]:
+    """The reading part of the critic output: the question, the reference, the item's facts."""
+    fact = f"the image shows {json.dumps(facts)}" if facts else f"the image shows {reference}"
+    return {"query_slot": question, "observed_value": reference, "visual_fact": fact}
+
+
+GROUNDING = {"rule": "the answer is the observed value"}
+
+
+def diagnosis(
     rollout: str, label: str, body: str, reference: str, saw_evidence: bool
 ) -> dict[str, str]:
+    """The first broken link of one rollout (`body`: its text, whose last "Final answer: "
+    line holds its answer)."""
     if label == "CORRECT":
         return {"rollout_id": rollout, "stage": "CORRECT", "discrepancy": ""}
     final = _FINAL.findall(body)

@@ -67,7 +67,11 @@ def remove_tree(path: str) -> None:
     """
     for mount_point in sorted(_mounts_under(path), key=len, reverse=True):
         _libc.umount2(mount_point.encode(), _MNT_DETACH)
-    if os.path.lexists(path):
+    try:
+        os.rmdir(path)  # an unmounted session folder is empty: no `rm` process (4 ms) needed
+    except FileNotFoundError:
+        return
+    except OSError:
         subprocess.run(["rm", "-rf", "--", path], check=False, capture_output=True)
 
 
@@ -89,7 +93,8 @@ def kill_uid(uid: int) -> int:
     """
     killed = 0
     for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
+        # A first read skips the other uids' processes without a pidfd (half the syscalls).
+        if not entry.name.isdigit() or _real_uid(entry.path) != uid:
             continue
         try:
             pidfd = os.pidfd_open(int(entry.name))
@@ -107,11 +112,19 @@ def kill_uid(uid: int) -> int:
 
 
 def _real_uid(proc_dir: str) -> int | None:
-    with open(os.path.join(proc_dir, "status")) as f:
-        for line in f:
-            if line.startswith("Uid:"):
-                return int(line.split()[1])
-    return None
+    """The real uid from `/proc/PID/status` (None if the process is gone)."""
+    try:
+        fd = os.open(os.path.join(proc_dir, "status"), os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        status = os.read(fd, 4096)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    start = status.find(b"\nUid:")
+    return int(status[start + 5 :].split(None, 1)[0]) if start >= 0 else None
 
 
 class UidPool:

@@ -162,6 +162,7 @@ def grpo_step(
         parts.collate,
         cfg.rl.loss,
         cfg.train.max_tokens_per_microbatch,
+        cfg.train.microbatch_cost_tokens,
         totals,
     )
     update = reduce_update(acc, update)

@@ -147,18 +147,23 @@ def policy_update(
     collate_fn: Collate,
     loss_cfg: LossConfig,
     max_tokens_per_microbatch: int,
+    microbatch_cost_tokens: int,
     totals: StepTotals,
 ) -> UpdateResult:
     """Accumulate the gradient of the clipped GRPO loss over this process's `rows` (no
     optimizer step). DDP averages gradients over processes, so each backward is scaled by the
-    process count; gradients synchronise on the last micro-batch only."""
+    process count; gradients synchronise on the last micro-batch only. Rows are packed as SFT
+    packs them (`plan_buckets` with the per-micro-batch cost); without that cost every row went
+    alone, as the least padding: 16 forward passes where 1 does."""
     start = time.perf_counter()
     result = UpdateResult(sequences=sum(r.weight for r in rows))
     if not rows:
         return result
     result.loss_tokens = sum(r.encoded.num_loss_tokens * r.weight for r in rows)
     normalizer = totals.normalizer(loss_cfg.aggregation)
-    plan = plan_buckets([len(r.encoded) for r in rows], max_tokens_per_microbatch)
+    plan = plan_buckets(
+        [len(r.encoded) for r in rows], max_tokens_per_microbatch, microbatch_cost_tokens
+    )
     for n, indices in enumerate(plan):
         last = n == len(plan) - 1
         with contextlib.nullcontext() if last else accelerator.no_sync(model):

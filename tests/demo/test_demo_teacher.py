@@ -1,0 +1,125 @@
+"""The demo teacher's reflection rows: the prompt the OPD teacher will see, token for token."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from beacon.agent.episode import messages_text
+from beacon.agent.formats import THYME
+from beacon.agent.prompts import first_turn
+from beacon.benchmarks.synth_demo import generate
+from beacon.demo.expert import crop_box, crop_code
+from beacon.demo.teacher import TEACHER_DATA, build_teacher_set, conditioned, scripted_reflection
+from beacon.engines.tokenizer import HFTokenizer
+from beacon.images import ImageStore
+from beacon.revue.conditioning import condition_messages, reflection_text
+from beacon.train.encode import encode_trajectory
+from beacon.types import Segment, Trajectory
+
+PATHS = ["/mnt/data/images/image_0.bmp"]
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory: pytest.TempPathFactory) -> HFTokenizer:
+    from beacon.demo.model import make_demo_model
+
+    folder = tmp_path_factory.mktemp("model")
+    make_demo_model(folder, seed=0)
+    return HFTokenizer.from_pretrained(str(folder))
+
+
+def expert_row(index: int, store: ImageStore, crop: bool, mode: str = "tool") -> Trajectory:
+    """A text trajectory shaped like the scripted expert's: crop, observation, answer."""
+    sample = generate(1, index)
+    image = sample.images[0]
+    messages = first_turn(sample.question, [image], fmt=THYME, tools=True, image_paths=PATHS)
+    prompt = Segment(role="prompt", text=messages_text(messages), images=[store.put(image)])
+    answer = Segment(role="generated", text=f"<answer>{sample.answer}</answer>", loss_mask=[1])
+    segments = [prompt, answer]
+    if crop:
+        view = image.crop(tuple(crop_box(sample)))
+        call = f"<code>\n```python\n{crop_code(crop_box(sample))}\n```\n</code>"
+        segments = [
+            prompt,
+            Segment(role="generated", text=call, loss_mask=[1]),
+            Segment(role="observation", text="<image>", images=[store.put(view)]),
+            answer,
+        ]
+    return Trajectory(
+        sample_id=sample.id,
+        mode=mode,
+        format="thyme",
+        segments=segments,
+        metadata={"eval_key": f"synth_demo/{sample.id}/{mode}/0"},
+    )
+
+
+def test_reflection_follows_the_scripted_critic(tmp_path: Path) -> None:
+    store = ImageStore(tmp_path)
+    tiny, large = generate(1, 2), generate(1, 0)
+    assert (tiny.metadata["category"], large.metadata["category"]) == ("tiny", "large")
+    cropped = expert_row(2, store, crop=True)
+    r = scripted_reflection(tiny, cropped, "READ", "4", with_anchor=True)
+    assert r.anchor is not None and r.anchor.support_image_keys == (cropped.segments[2].images[0],)
+    assert r.anchor.reading.observed_value == tiny.answer
+    assert (r.break_point.stage, r.break_point.discrepancy) == (
+        "READ",
+        f"answered '4' although its evidence shows {tiny.answer!r}",
+    )
+    direct = expert_row(0, store, crop=False)
+    r = scripted_reflection(large, direct, "CORRECT", "4", with_anchor=True)
+    assert r.anchor is not None and r.anchor.support_image_keys == ()  # the original suffices
+    assert (r.break_point.stage, r.break_point.discrepancy) == ("CORRECT", "")
+    r = scripted_reflection(large, direct, "ACQUIRE", "4", with_anchor=False)
+    assert r.anchor is None and r.break_point.stage == "ACQUIRE"
+    # A hard item answered without a crop has no sufficient state of its own: no anchor.
+    unseen = scripted_reflection(tiny, expert_row(2, store, False), "CORRECT", "4", True)
+    assert unseen.anchor is None
+
+
+def test_conditioned_row_encodes_to_the_opd_teachers_prompt(tmp_path: Path, tokenizer) -> None:
+    store = ImageStore(tmp_path)
+    sample = generate(1, 2)
+    row = expert_row(2, store, crop=True)
+    reflection = scripted_reflection(sample, row, "READ", "4", with_anchor=True)
+    encoded = encode_trajectory(conditioned(row, reflection, store), tokenizer, store.get)
+
+    # What `beacon.train.opd_score.conditioned_sequence` renders for the teacher.
+    crop = store.get(row.segments[2].images[0])
+    messages = first_turn(sample.question, sample.images, fmt=THYME, tools=True, image_paths=PATHS)
+    teacher = condition_messages(messages, reflection_text(reflection), [crop])
+    rendered = tokenizer.render_chat(teacher, add_generation_prompt=True)
+    prompt_ids = tokenizer.encode(rendered, [sample.images[0], crop])
+    assert encoded.input_ids[: len(prompt_ids)] == prompt_ids
+    assert sum(encoded.loss_mask[: len(prompt_ids)]) == 0
+    plain = encode_trajectory(row, tokenizer, store.get)
+    completion = len(plain) - plain.loss_mask.index(1)
+    assert encoded.input_ids[-completion:] == plain.input_ids[-completion:]
+    assert encoded.loss_mask[-completion:] == plain.loss_mask[-completion:]
+    view = row.segments[2].images[0]
+    assert encoded.images == [row.segments[0].images[0], view, view]  # support, then observation
+
+
+def test_teacher_set_doubles_the_tool_rows_of_training_items(tmp_path: Path) -> None:
+    store = ImageStore(tmp_path / "sft" / "images")
+    rows = [expert_row(i, store, crop=i % 4 >= 2 or i % 3 == 0) for i in range(12)]
+    rows.append(expert_row(0, store, crop=False, mode="notool"))
+    hinted = expert_row(3, store, crop=True)
+    hinted.metadata = {"eval_key": "synth_demo_hinted/3/tool/0"}
+    rows.append(hinted)
+    (tmp_path / "sft" / "trajectories.jsonl").write_text("".join(r.to_json() + "\n" for r in rows))
+
+    summary = build_teacher_set(tmp_path, [generate(1, i) for i in range(12)], seed=1)
+    out = [json.loads(line) for line in (tmp_path / TEACHER_DATA / "trajectories.jsonl").open()]
+    assert summary["rows"] == len(out) == 24
+    assert sum(v for k, v in summary.items() if k != "rows") == 12
+    for i, (plain, with_reflection) in enumerate(zip(out[::2], out[1::2], strict=True)):
+        assert plain == json.loads(rows[i].to_json())
+        text = with_reflection["segments"][0]["text"]
+        assert "Reflection on visual evidence" in text and "Break point:" in text
+        assert with_reflection["segments"][1:] == plain["segments"][1:]
+    again = build_teacher_set(tmp_path, [generate(1, i) for i in range(12)], seed=1)
+    assert again == summary  # drawn per seed: a rebuilt set is the same set
