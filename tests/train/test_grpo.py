@@ -141,6 +141,36 @@ def test_hgce_ratio_uses_hinted_old_and_unhinted_new_logprobs(tmp_path: Path) ->
         assert (direct - 1).abs().max() > 1e-3  # the hint moved the probabilities
 
 
+@pytest.mark.slow
+def test_policy_update_packs_rows_and_keeps_the_gradient(tmp_path: Path) -> None:
+    """With the per-micro-batch cost the update packs the group into few micro-batches (without
+    it every row went alone: the least padding); the gradient is the same either way."""
+    with _parts(tmp_path) as (cfg, parts):
+        (group,), _ = parts.rollouts.groups([parts.samples[0]], step=0)
+        trajs = group.trajectories
+        advantages = [(-1.0) ** i * (1 + i / 10) for i in range(len(trajs))]
+        rows = policy_rows(trajs, advantages, parts.tokenizer)
+        lp = parts.loop_parts
+        totals = StepTotals(len(rows), sum(r.encoded.num_loss_tokens for r in rows))
+
+        def gradient(cost: int) -> tuple[int, list[torch.Tensor]]:
+            lp.optimizer.zero_grad()
+            update = policy_update(
+                lp.accelerator, lp.model, rows, {}, parts.collate, cfg.rl.loss, 8192, cost, totals
+            )
+            grads = [p.grad.clone() for p in lp.model.parameters() if p.grad is not None]
+            return update.microbatches, grads
+
+        alone, reference = gradient(0)
+        packed, grads = gradient(256)
+        lp.optimizer.zero_grad()
+    assert len({len(r.encoded) for r in rows}) > 1  # unequal lengths: packing pads
+    assert alone == len(rows) and packed < alone
+    assert len(grads) == len(reference)
+    for a, b in zip(grads, reference, strict=True):
+        assert torch.allclose(a, b, atol=1e-6, rtol=1e-4)
+
+
 def _metrics(run: Path) -> list[tuple]:
     return [tuple(m[k] for k in KEYS) for m in read_metrics(run / "metrics.jsonl")]
 

@@ -1,6 +1,6 @@
 """Settings of `beacon demo`: sizes of every stage, the full default and the `--quick` preset.
 
-The full default takes about 50 minutes on 2 CPU cores (measured figures in
+The full default takes about 55 minutes on 2 CPU cores (measured figures in
 docs/demo.md); `--quick` runs every stage at toy size in a few minutes and shows only that the
 pipeline runs end to end, not the effects.
 """
@@ -26,7 +26,7 @@ class DemoData(_Strict):
 
 
 class DemoSFT(_Strict):
-    steps: int = Field(1500, ge=1, description="SFT optimizer steps")
+    steps: int = Field(2400, ge=1, description="SFT optimizer steps")
     batch_size: int = Field(32, ge=1, description="trajectories per step")
     lr: float = Field(2e-3, gt=0, description="peak learning rate (cosine to 10%)")
     warmup_steps: int = Field(100, ge=0, description="linear warm-up steps")
