@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import gc
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pytest
 from PIL import Image
 
 from beacon.engines.openai import OpenAIEngine, image_data_url
-from beacon.images import ImageStore, PerImage, encode_png, png_bytes
+from beacon.images import ImageStore, PerImage, Recent, encode_png, png_bytes
 
 
 def test_per_image_computes_once_and_forgets_with_the_image() -> None:
@@ -37,8 +41,58 @@ def test_equal_copies_share_a_recent_png(monkeypatch) -> None:
     image = Image.new("RGB", (40, 30), "orange")
     first = png_bytes(image)
     calls: list[int] = []
-    monkeypatch.setattr("beacon.images.encode_png", lambda im: calls.append(1) or b"fresh")
+    monkeypatch.setattr(png_bytes._compute, "_compute", lambda im: calls.append(1) or b"fresh")
     assert png_bytes(image.copy()) == first and calls == []  # a rollout's own copy: no encode
     tagged = image.copy()
     tagged.info["icc_profile"] = b"profile"  # written into the PNG: not the same bytes
     assert png_bytes(tagged) == b"fresh" and calls == [1]
+
+
+def _by_size(compute) -> Recent[bytes]:
+    return Recent(compute, key=lambda image: image.size, size=len, budget=10)
+
+
+def test_callers_of_a_key_being_computed_wait_for_that_computation() -> None:
+    calls: list[int] = []
+    started, release = threading.Event(), threading.Event()
+
+    def slow(image: Image.Image) -> bytes:
+        calls.append(1)
+        started.set()
+        release.wait(10)
+        return b"png"
+
+    recent = _by_size(slow)
+    with ThreadPoolExecutor(8) as pool:
+        first = pool.submit(recent, Image.new("RGB", (5, 5)))
+        assert started.wait(10)
+        rest = [pool.submit(recent, Image.new("RGB", (5, 5))) for _ in range(7)]
+        time.sleep(0.1)  # let them reach the running computation (a G-rollout group's copies)
+        release.set()
+        assert [f.result() for f in [first, *rest]] == [b"png"] * 8
+    assert calls == [1]
+
+
+def test_a_failed_computation_fails_its_waiters_and_is_not_kept() -> None:
+    outcomes = iter([ValueError("corrupt"), b"png"])
+
+    def compute(image: Image.Image) -> bytes:
+        outcome = next(outcomes)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    recent = _by_size(compute)
+    with pytest.raises(ValueError, match="corrupt"):
+        recent(Image.new("RGB", (2, 2)))
+    assert recent(Image.new("RGB", (2, 2))) == b"png"  # computed again, not a cached failure
+
+
+def test_recent_values_stay_within_the_budget() -> None:
+    calls: list[tuple[int, int]] = []
+    recent = _by_size(lambda image: calls.append(image.size) or b"123456")  # 6 of 10 bytes
+    recent(Image.new("RGB", (1, 1)))
+    recent(Image.new("RGB", (2, 2)))  # 12 bytes: the oldest goes
+    recent(Image.new("RGB", (2, 2)))
+    recent(Image.new("RGB", (1, 1)))
+    assert calls == [(1, 1), (2, 2), (1, 1)]

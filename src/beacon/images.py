@@ -13,7 +13,8 @@ import os
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Generic, TypeVar
 
@@ -129,39 +130,64 @@ pixel_key: PerImage[str] = PerImage(image_key)
 """`image_key(image)`, hashed once per live image: the store and `png_bytes` both need it."""
 
 
-class _RecentPngs:
-    """PNGs of recently encoded pixels by `image_key`, up to `budget` bytes (oldest out first).
+class Recent(Generic[T]):
+    """`compute(image)` for recently seen pixels, by `key(image)`, up to `budget` bytes as
+    measured by `size` (oldest out first).
 
     The rollouts of one prompt (a GRPO group, eval's tool and notool runs of an item) each load
-    their own copy of its image, and each copy's first request would encode it again: ~12 ms
-    for a 1024x768 chart, ~70 ms for a 1024x768 photo, ten times that at 4K.
+    their own copy of its image, and each copy's first use would compute again: a PNG encode is
+    ~12 ms for a 1024x768 chart, ~70 ms for a 1024x768 photo, ten times that at 4K. Callers that
+    ask for a key being computed wait for that one computation: the eight rollouts of a group
+    ask for their image at the same moment, and each used to encode it.
     """
 
-    def __init__(self, budget: int) -> None:
-        self.budget = budget
-        self._pngs: OrderedDict[tuple, bytes] = OrderedDict()
+    def __init__(
+        self,
+        compute: Callable[[Image.Image], T],
+        key: Callable[[Image.Image], Hashable],
+        size: Callable[[T], int],
+        budget: int,
+    ) -> None:
+        self._compute, self._key, self._sizeof, self.budget = compute, key, size, budget
+        self._values: OrderedDict[Hashable, T] = OrderedDict()
+        self._running: dict[Hashable, Future[T]] = {}
         self._size = 0
         self._lock = threading.Lock()
 
-    def __call__(self, image: Image.Image) -> bytes:
-        # the `info` entries PNG's writer reads besides the pixels: equal keys, equal bytes
-        key = (pixel_key(image), *(repr(image.info.get(name)) for name in _PNG_INFO))
+    def __call__(self, image: Image.Image) -> T:
+        key = self._key(image)
         with self._lock:
-            png = self._pngs.get(key)
-            if png is not None:
-                self._pngs.move_to_end(key)
-                return png
-        png = encode_png(image)
+            if key in self._values:
+                self._values.move_to_end(key)
+                return self._values[key]
+            running = self._running.get(key)
+            if running is None:
+                self._running[key] = mine = Future()
+        if running is not None:
+            return running.result()
+        try:
+            value = self._compute(image)
+        except BaseException as exc:
+            with self._lock:
+                del self._running[key]
+            mine.set_exception(exc)
+            raise
         with self._lock:
-            if key not in self._pngs:
-                self._pngs[key] = png
-                self._size += len(png)
-            while self._size > self.budget:
-                self._size -= len(self._pngs.popitem(last=False)[1])
-        return png
+            del self._running[key]
+            self._values[key] = value
+            self._size += self._sizeof(value)
+            while self._size > self.budget and len(self._values) > 1:
+                self._size -= self._sizeof(self._values.popitem(last=False)[1])
+        mine.set_result(value)
+        return value
 
 
-png_bytes: PerImage[bytes] = PerImage(_RecentPngs(budget=256 << 20))
+def _png_key(image: Image.Image) -> tuple:
+    """The pixels and the `info` entries PNG's writer reads: equal keys, equal bytes."""
+    return (pixel_key(image), *(repr(image.info.get(name)) for name in _PNG_INFO))
+
+
+png_bytes: PerImage[bytes] = PerImage(Recent(encode_png, _png_key, len, budget=256 << 20))
 """`encode_png(image)`, encoded once per live image and reused for equal pixels seen recently.
 The image store and the openai engine's requests share it: an episode's image would otherwise
 be encoded once for the store and once more for the first request that sends it, per episode."""

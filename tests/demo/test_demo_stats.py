@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from beacon.demo.report import finding, fmt, mean_curve
+from beacon.demo.report import finding, fmt, mean_curve, sampled_tool_trend
 from beacon.demo.stats import seed_item_weights, variant_metrics
 
 
@@ -109,3 +109,10 @@ def test_mean_curve_averages_seeds_and_skips_nan() -> None:
         [{"step": 1, "x": 0.4}, {"step": 2, "x": 1.0}],
     ]
     assert mean_curve(logs, "x") == [(1, pytest.approx(0.3)), (2, 1.0)]
+
+
+def test_sampled_tool_trend_averages_seeds_over_the_first_and_last_steps():
+    seed_a = [{"step": s, "rl/tool_rate": 1.0 if s <= 2 else 0.5} for s in range(1, 5)]
+    seed_b = [{"step": s, "rl/tool_rate": 0.8 if s <= 2 else float("nan")} for s in range(1, 5)]
+    assert sampled_tool_trend([seed_a, seed_b], window=2) == "0.90 -> 0.50"
+    assert sampled_tool_trend([[]]) == "n/a"

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from beacon.engines.base import GenerationRequest, SamplingParams
-from beacon.engines.hf import HFEngine, ScriptedTokens
+from beacon.engines.hf import HFEngine, ScriptedTokens, _Prepared
 
 from .helpers import thyme_observation_chat, user_turn
 
@@ -142,6 +142,25 @@ def test_prompt_ids_and_images_are_used_as_given(hf_engine, images):
     assert b.prompt_ids == ids and a.prompt_ids == ids
     assert a.token_ids == b.token_ids
     assert c.error is not None and "image token runs" in c.error  # sizes no longer fit
+
+
+def test_images_are_processed_once_and_batch_like_the_processor(tiny_dir, images, monkeypatch):
+    engine = HFEngine(tiny_dir("qwen2_vl"), batch_size=4)
+    expected = engine.tokenizer.processor.image_processor(images=images, return_tensors="pt")
+    calls: list[tuple[int, int]] = []
+    recent, process = engine._pixels._compute, engine._process_image
+    monkeypatch.setattr(recent, "_compute", lambda im: calls.append(im.size) or process(im))
+    rows = [list(images), [image.copy() for image in images]]  # a group's rollouts: own copies
+    ids = engine.tokenizer.encode(
+        engine.tokenizer.render_chat([user_turn("Which one?", *images)]), images
+    )
+    inputs = engine._model_inputs([_Prepared(i, ids, row, greedy()) for i, row in enumerate(rows)])
+    assert calls == [image.size for image in images]  # the copies: no processing again
+    n = len(expected["pixel_values"])
+    assert torch.equal(inputs["pixel_values"][:n], expected["pixel_values"])
+    assert torch.equal(inputs["pixel_values"][n:], expected["pixel_values"])
+    assert torch.equal(inputs["image_grid_thw"], torch.cat([expected["image_grid_thw"]] * 2))
+    engine.close()
 
 
 def test_bad_requests_give_error_results_not_exceptions(hf_engine, images):

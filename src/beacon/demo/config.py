@@ -17,9 +17,9 @@ class _Strict(BaseModel):
 
 
 class DemoData(_Strict):
-    train_items: int = Field(1200, ge=4, description="synth_demo training items (tool mode)")
+    train_items: int = Field(2000, ge=4, description="synth_demo training items (tool mode)")
     hinted_items: int = Field(200, ge=0, description="hinted search items (teach hint use)")
-    text_items: int = Field(800, ge=0, description="easy items also solved text-only (notool)")
+    text_items: int = Field(1000, ge=0, description="easy items also solved text-only (notool)")
     tool_bias: float = Field(0.6, ge=0, le=1, description="expert's crop rate on easy items")
     train_seed: int = Field(1, description="seed of the training items")
     concurrency: int = Field(32, ge=1, description="expert episodes in flight")
@@ -37,13 +37,15 @@ class DemoRL(_Strict):
         default_factory=lambda: ["accuracy", "naar", "hgce", "naar_hgce"],
         description="GRPO variants: accuracy-only reward, +NAAR, +HGCE, +both",
     )
-    steps: int = Field(20, ge=1, description="GRPO steps per arm and seed")
+    steps: int = Field(40, ge=1, description="GRPO steps per arm and seed")
     prompts_per_step: int = Field(6, ge=1, description="items per GRPO step")
     group_size: int = Field(8, ge=2, description="rollouts per item (G)")
     lr: float = Field(
-        4e-4, gt=0, description="constant learning rate (the study: 2e-4 slow, 5e-4 unstable)"
+        3e-4, gt=0, description="constant learning rate (the study: 2e-4 slow, 5e-4 unstable)"
     )
-    items: int = Field(600, ge=1, description="RL item pool (fresh items, seed 11)")
+    items: int = Field(
+        240, ge=1, description="RL item pool (fresh items, seed 11; steps x prompts: each once)"
+    )
 
 
 class DemoReVuE(_Strict):

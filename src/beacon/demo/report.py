@@ -160,7 +160,27 @@ class DemoReport:
         lines += table(["variant", *(name for _, name in TABLE_METRICS)], self.metric_rows(labels))
         lines += ["", *self.rl_training(), "", "### Findings against the paper's direction", ""]
         lines += self.findings() or ["(an arm is missing: no comparison)"]
-        return [*lines, ""]
+        return [*lines, "", *self.naar_premise()]
+
+    def naar_premise(self) -> list[str]:
+        """What NAAR needs of the cold start: direct answers on easy items that are right."""
+        if "SFT" not in self.metrics:
+            return []
+        reading = self.metrics["SFT"]["acc_notool_easy_design"][0]
+        return [
+            f"NAAR's premise: the SFT model answers {reading:.0%} of easy* items right without "
+            "the tool. NAAR rewards skipping the tool only in groups where a text-only answer "
+            "is right ('text-only right' above); elsewhere a wrong direct answer scores 0 "
+            "against correct crops. With 10% direct answers and crops right 97% of the time, "
+            "the summed advantage of direct answers per group is -0.86 when 20% of them are "
+            "right, -0.13 at 40%, +0.21 at 50% and +1.14 at 80% (accuracy-only: negative at "
+            "every level; `tests/rl/test_scoring.py`). So NAAR turns the decision toward "
+            "answering directly *where that is right* only from a cold start that reads easy "
+            "items (the feasibility study's read 84% and flipped within 45 steps). From a weak "
+            "reader it can still cut tool use, but without telling items apart: a lucky direct "
+            "guess on a hard item (1 in 10 with ten digits) enters the same text-only branch.",
+            "",
+        ]
 
     def rl_training(self) -> list[str]:
         rows = []
@@ -177,12 +197,23 @@ class DemoReport:
                     ARM_LABELS.get(arm, arm),
                     str(len(steps)),
                     f"{total(steps, 'rl/groups_kept')}/{total(steps, 'rl/groups')}",
+                    f"{total(steps, 'rl/groups_easy')}",
                     f"{total(steps, 'rl/groups_hinted')}",
                     f"{total(steps, 'rl/groups_rescued')}",
+                    sampled_tool_trend(logs),
                     f"{np.mean([row['step_s'] for row in steps]):.1f}",
                 ]
             )
-        header = ["arm", "steps (all seeds)", "groups kept", "groups hinted", "rescued", "s/step"]
+        header = [
+            "arm",
+            "steps (all seeds)",
+            "groups kept",
+            "text-only right",
+            "groups hinted",
+            "rescued",
+            "sampled tool rate, first -> last 10 steps",
+            "s/step",
+        ]
         return ["GRPO training (summed over seeds):", "", *table(header, rows)]
 
     def findings(self) -> list[str]:
@@ -387,6 +418,15 @@ def mean_curve(logs: Sequence[Sequence[Mapping]], key: str) -> list[tuple[int, f
             if isinstance(value, (int, float)) and math.isfinite(value):
                 by_step.setdefault(row["step"], []).append(float(value))
     return [(step, float(np.mean(v))) for step, v in sorted(by_step.items())]
+
+
+def sampled_tool_trend(logs: Sequence[Sequence[Mapping]], window: int = 10) -> str:
+    """The rollouts' tool rate over the first and the last `window` steps (mean over seeds):
+    where the reward moves the decision before greedy held-out choices flip."""
+    curve = [value for _, value in mean_curve(logs, "rl/tool_rate")]
+    if not curve:
+        return "n/a"
+    return f"{np.mean(curve[:window]):.2f} -> {np.mean(curve[-window:]):.2f}"
 
 
 def finding(base: Interval, other: Interval, direction: int) -> str:

@@ -25,7 +25,12 @@ from beacon.metrics.records import dedupe, pair_modes
 Interval = tuple[float, float, float]
 """(point, low, high); NaN where undefined."""
 
-DESIGN_METRICS = ("p_tool_easy_design", "p_tool_hard_design", "acc_tool_hard_design")
+DESIGN_METRICS = (
+    "p_tool_easy_design",
+    "p_tool_hard_design",
+    "acc_tool_hard_design",
+    "acc_notool_easy_design",
+)
 
 
 def seed_item_weights(sizes: Sequence[int], n_resamples: int, rng: np.random.Generator):
@@ -53,6 +58,7 @@ def variant_metrics(
         out["p_tool_easy_design"] = weighted_mean(items.used_tool, weights, 1.0 - hard)
         out["p_tool_hard_design"] = weighted_mean(items.used_tool, weights, hard)
         out["acc_tool_hard_design"] = weighted_mean(items.p_tool, weights, hard)
+        out["acc_notool_easy_design"] = weighted_mean(items.p_notool, weights, 1.0 - hard)
         return out
 
     point = statistic(np.ones(len(hard)))
