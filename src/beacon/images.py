@@ -176,7 +176,7 @@ class Recent(Generic[T]):
             del self._running[key]
             self._values[key] = value
             self._size += self._sizeof(value)
-            while self._size > self.budget and len(self._values) > 1:
+            while self._size > self.budget:
                 self._size -= self._sizeof(self._values.popitem(last=False)[1])
         mine.set_result(value)
         return value
