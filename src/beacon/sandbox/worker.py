@@ -44,7 +44,6 @@ import socket
 import struct
 import time
 import traceback
-from collections.abc import Callable
 from typing import Any
 
 import episode
@@ -71,7 +70,6 @@ _MMAP_THRESHOLD = 32 << 20  # glibc's largest; smaller blocks come from the pre-
 _PREFAULT_BYTES = 24 << 20  # a 1200x900 crop, its resize and the returned copy fit easily
 _HUGE_PAGE = 2 << 20
 _MADV_HUGEPAGE = 14
-_FORK_DURING_S = 0.005  # a call running longer gets the next spare forked while it runs
 _DENIED_SYSCALLS = (
     # network
     "socket", "socketpair",
@@ -111,7 +109,8 @@ def main() -> None:
     template = _Template.start(seccomp_filter, keep=(proto_in, proto_out))
     limits = wire.FrameLimits(max_header_bytes=_MAX_REQUEST_BYTES, max_blobs=0, max_total_bytes=0)
     ready = {"op": "ready", "pid": os.getpid(), "euid": os.geteuid(), "seccomp": seccomp_note}
-    spare = template.fork_spare()
+    template.order_spare()
+    spare = template.take_spare()
     savers: list[_Spare] = []  # answered children, maybe still saving their variables
     wire.write_all(proto_out, wire.encode_frame(ready))
     while True:
@@ -124,20 +123,20 @@ def main() -> None:
             for child in (*savers, spare):
                 child.dismiss()
             return
-        wire.write_all(proto_out, wire.encode_frame({"op": "accepted"}))
+        accepted = wire.encode_frame({"op": "accepted"})
         try:
             request = wire.RunRequest.from_header(header)
         except (TypeError, ValueError) as exc:
+            wire.write_all(proto_out, accepted)
             wire.write_all(proto_out, wire.encode_frame(_reply(error=f"bad request: {exc}"), [b""]))
             continue
         running = spare
-        running.start(request)
-        # The next spare is forked while this code runs on the other core if it runs long
-        # enough, else after the reply.
-        reply, payload, spare = _supervise(running, request, savers, template.fork_spare)
+        running.start(request)  # the code starts before the caller hears back: one hop less
+        template.order_spare()  # forked on the other core while this code runs
+        wire.write_all(proto_out, accepted)
+        reply, payload = _supervise(running, request, savers)
         wire.write_frame(proto_out, reply, [payload])
-        if spare is None:
-            spare = template.fork_spare()
+        spare = template.take_spare()
         if not running.reaped:
             running.session = request.session
             savers.append(running)
@@ -166,9 +165,12 @@ class _Template:
         theirs.close()
         return cls(pid, ours)
 
-    def fork_spare(self) -> _Spare:
-        """A new spare child of this worker, with the worker's ends of its two pipes."""
+    def order_spare(self) -> None:
+        """Ask for the next spare; the template forks it while the worker goes on."""
         self.sock.sendall(b"f")
+
+    def take_spare(self) -> _Spare:
+        """The spare last ordered: a child of this worker, with the worker's ends of its pipes."""
         data, fds, _, _ = socket.recv_fds(self.sock, _PID.size, 2)
         if len(data) != _PID.size or len(fds) != 2:
             raise RuntimeError("the template process stopped forking")
@@ -278,8 +280,7 @@ def _supervise(
     spare: _Spare,
     request: wire.RunRequest,
     savers: list[_Spare],
-    fork_next: Callable[[], _Spare],
-) -> tuple[dict, wire.Bytes, _Spare | None]:
+) -> tuple[dict, wire.Bytes]:
     """Collect the child's output until it is complete, the child dies, or the deadline passes.
 
     A child that wrote its whole result (ending in DONE) is answered for at once; it saves the
@@ -287,10 +288,7 @@ def _supervise(
     earlier calls are reaped when they end and killed at their own deadlines. A child of the
     same session may have been waiting for such a save, so its deadline then starts again: a
     runaway save is charged to the call that made it, not to the next one.
-    A call still running after _FORK_DURING_S gets the next spare forked meanwhile (returned
-    too; forking takes the worker about 2 ms, which a shorter call would wait for).
     """
-    next_spare, fork_at = None, time.monotonic() + _FORK_DURING_S
     cap = request.max_result_bytes
     data, timed_out, overflow, closed = bytearray(), False, False, False
     while not closed:
@@ -300,16 +298,12 @@ def _supervise(
         for saver in savers:
             poller.register(saver.pidfd, select.POLLIN)
         wake = min([spare.deadline, *(s.deadline for s in savers)])
-        wake = min(wake, fork_at) if next_spare is None else wake
         left = wake - time.monotonic()
         events = dict(poller.poll(left * 1000)) if left > 0 else {}
         if any(s.pidfd in events or time.monotonic() >= s.deadline for s in savers):
             for killed in _settle(savers, set(events)):
                 if killed.session == request.session:
                     spare.deadline = time.monotonic() + request.timeout_s
-            continue
-        if not events and next_spare is None and time.monotonic() >= fork_at:
-            next_spare = fork_next()
             continue
         if not events:
             timed_out = True
@@ -352,7 +346,6 @@ def _supervise(
             setup_error=setup_error,
         ),
         payload,
-        next_spare,
     )
 
 
