@@ -48,7 +48,7 @@ def test_equal_copies_share_a_recent_png(monkeypatch) -> None:
     assert png_bytes(tagged) == b"fresh" and calls == [1]
 
 
-def _by_size(compute) -> Recent[bytes]:
+def _by_size(compute) -> Recent[Image.Image, bytes]:
     return Recent(compute, key=lambda image: image.size, size=len, budget=10)
 
 
@@ -96,3 +96,6 @@ def test_recent_values_stay_within_the_budget() -> None:
     recent(Image.new("RGB", (2, 2)))
     recent(Image.new("RGB", (1, 1)))
     assert calls == [(1, 1), (2, 2), (1, 1)]
+    recent.clear()
+    recent(Image.new("RGB", (1, 1)))
+    assert calls == [(1, 1), (2, 2), (1, 1), (1, 1)]

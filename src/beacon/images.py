@@ -23,6 +23,7 @@ from PIL import Image
 from beacon.types import ImageSource
 
 T = TypeVar("T")
+S = TypeVar("S")
 
 MAX_IMAGE_PIXELS = 178_956_970
 """Refuse larger images (PIL's own decompression-bomb limit, made an error instead of a warning)."""
@@ -130,9 +131,10 @@ pixel_key: PerImage[str] = PerImage(image_key)
 """`image_key(image)`, hashed once per live image: the store and `png_bytes` both need it."""
 
 
-class Recent(Generic[T]):
-    """`compute(image)` for recently seen pixels, by `key(image)`, up to `budget` bytes as
-    measured by `size` (oldest out first).
+class Recent(Generic[S, T]):
+    """`compute(source)` for recently seen sources, by `key(source)`, up to `budget` bytes as
+    measured by `size` (oldest out first). A source is an image (keyed by its pixels) or an
+    image store's key (training's `PixelCache`).
 
     The rollouts of one prompt (a GRPO group, eval's tool and notool runs of an item) each load
     their own copy of its image, and each copy's first use would compute again: a PNG encode is
@@ -143,8 +145,8 @@ class Recent(Generic[T]):
 
     def __init__(
         self,
-        compute: Callable[[Image.Image], T],
-        key: Callable[[Image.Image], Hashable],
+        compute: Callable[[S], T],
+        key: Callable[[S], Hashable],
         size: Callable[[T], int],
         budget: int,
     ) -> None:
@@ -154,8 +156,8 @@ class Recent(Generic[T]):
         self._size = 0
         self._lock = threading.Lock()
 
-    def __call__(self, image: Image.Image) -> T:
-        key = self._key(image)
+    def __call__(self, source: S) -> T:
+        key = self._key(source)
         with self._lock:
             if key in self._values:
                 self._values.move_to_end(key)
@@ -166,7 +168,7 @@ class Recent(Generic[T]):
         if running is not None:
             return running.result()
         try:
-            value = self._compute(image)
+            value = self._compute(source)
         except BaseException as exc:
             with self._lock:
                 del self._running[key]
@@ -180,6 +182,12 @@ class Recent(Generic[T]):
                 self._size -= self._sizeof(self._values.popitem(last=False)[1])
         mine.set_result(value)
         return value
+
+    def clear(self) -> None:
+        """Drop every kept value (a computation under way still finishes, and is kept)."""
+        with self._lock:
+            self._values.clear()
+            self._size = 0
 
 
 def _png_key(image: Image.Image) -> tuple:

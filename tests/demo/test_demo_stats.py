@@ -7,8 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from beacon.demo.report import finding, fmt, mean_curve, sampled_tool_trend
-from beacon.demo.stats import seed_item_weights, variant_metrics
+from beacon.demo.config import DemoConfig
+from beacon.demo.report import DemoReport, finding, fmt, mean_curve, sampled_tool_trend
+from beacon.demo.stats import direct_answer_push, seed_item_weights, variant_metrics
 
 
 def record(item: str, mode: str, correct: bool, used_tool: bool, difficulty: str) -> dict:
@@ -116,3 +117,28 @@ def test_sampled_tool_trend_averages_seeds_over_the_first_and_last_steps():
     seed_b = [{"step": s, "rl/tool_rate": 0.8 if s <= 2 else float("nan")} for s in range(1, 5)]
     assert sampled_tool_trend([seed_a, seed_b], window=2) == "0.90 -> 0.50"
     assert sampled_tool_trend([[]]) == "n/a"
+
+
+def test_naar_favours_direct_answers_only_when_they_are_mostly_right() -> None:
+    """Why the demo's NAAR needs a cold start that reads easy items: direct answers that are
+    mostly wrong score 0 against correct crops, and NAAR then pushes toward the tool too."""
+    naar = [direct_answer_push("naar", r, 0.1, 0.97) for r in (0.2, 0.4, 0.5, 0.8)]
+    assert naar == sorted(naar)  # the better direct answers read, the more NAAR favours them
+    assert naar[0] < -0.5 and naar[-1] > 0.5
+    assert direct_answer_push("binary", 0.8, 0.1, 0.97) < 0  # accuracy-only: crops win
+    assert direct_answer_push("binary", 1.0, 0.1, 1.0) == 0  # all right: no variance, no push
+    assert direct_answer_push("naar", 1.0, 0.1, 1.0) > 1  # NAAR: right without the tool wins
+
+
+def test_naar_premise_paragraph_uses_the_sft_models_own_figures(tmp_path) -> None:
+    report = DemoReport(DemoConfig(out=str(tmp_path)))
+    assert report.naar_premise() == []  # no SFT eval yet
+    nan = float("nan")
+    report.metrics["SFT"] = {
+        "acc_notool_easy_design": (0.8, nan, nan),
+        "acc_tool_easy_design": (0.97, nan, nan),
+    }
+    text = report.naar_premise()[0]
+    naar = direct_answer_push("naar", 0.8, 0.1, 0.97)
+    assert "80% of easy* items right without the tool and 97% in tool mode" in text
+    assert f"is {naar:+.2f} under NAAR at this reading" in text and naar > 0.5

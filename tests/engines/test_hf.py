@@ -161,6 +161,7 @@ def test_images_are_processed_once_and_batch_like_the_processor(tiny_dir, images
     assert torch.equal(inputs["pixel_values"][n:], expected["pixel_values"])
     assert torch.equal(inputs["image_grid_thw"], torch.cat([expected["image_grid_thw"]] * 2))
     engine.close()
+    assert recent._size == 0 and not recent._values  # close frees the kept tensors
 
 
 def test_bad_requests_give_error_results_not_exceptions(hf_engine, images):

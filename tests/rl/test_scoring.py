@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import random
 
 import pytest
 
@@ -78,28 +77,3 @@ def test_binary_ablation_drops_what_naar_keeps() -> None:
     assert binary.verdict.reasons == ("no_reward_variance",)
     assert binary.stats.groups_easy == 1
     assert math.isnan(binary.stats.mode_adaptiveness)  # no hard group this step
-
-
-def _direct_push(reward: str, reading: float, groups: int = 3000) -> float:
-    """Summed advantage of the direct answers in random G=8 groups of a tool-biased policy:
-    10% direct answers (right with probability `reading`), crops right 97% of the time."""
-    rng = random.Random(0)
-    outcomes = []
-    for _ in range(groups):
-        direct = [rng.random() < 0.1 for _ in range(8)]
-        correct = tuple(rng.random() < (reading if d else 0.97) for d in direct)
-        outcomes.append(GroupOutcomes(correct, tuple(not d for d in direct), (True,) * 8))
-    scores = score_groups(outcomes, RLConfig(reward=reward))
-    direct_flat = [not used for g in outcomes for used in g.used_tool]
-    return (
-        float(sum(a for a, d in zip(scores.advantages.tolist(), direct_flat, strict=True) if d))
-        / groups
-    )
-
-
-def test_naar_favours_direct_answers_only_when_they_are_mostly_right():
-    """Why the demo's NAAR needs a cold start that reads easy items: direct answers that are
-    mostly wrong score 0 against correct crops, and NAAR then pushes toward the tool too."""
-    assert _direct_push("naar", 0.8) > 0.5
-    assert _direct_push("naar", 0.2) < -0.5
-    assert _direct_push("binary", 0.8) < 0  # accuracy-only: crops win at every reading level

@@ -57,6 +57,34 @@ def test_collate_pads_right_and_labels_only_targets(rows: Any, tiny_tokenizer: A
     assert merged == int((batch.input_ids == image_id).sum())
 
 
+def test_pixel_cache_processes_each_image_once_within_its_byte_budget(
+    rows: Any, tiny_tokenizer: Any
+) -> None:
+    encoded, pixels = rows
+    keys = list(dict.fromkeys(k for r in encoded for k in r.images))
+    loads: list[str] = []
+
+    def counting(budget: int) -> PixelCache:
+        def load(key: str) -> Any:
+            loads.append(key)
+            return pixels.load_image(key)
+
+        return PixelCache(tiny_tokenizer.processor.image_processor, load, budget=budget)
+
+    roomy = counting(1 << 30)
+    for _ in range(3):  # three epochs
+        collate(encoded, tiny_tokenizer.pad_token_id, tiny_tokenizer.image_token_id, roomy)
+    assert sorted(loads) == sorted(keys)
+    one = pixels.get(keys[0])
+    size = one.pixel_values.element_size() * one.pixel_values.nelement() + 3 * 8
+    loads.clear()
+    tight = counting(size)  # room for one image: a cycle over all of them misses every time
+    for _ in range(2):
+        for key in keys:
+            assert torch.equal(tight.get(key).pixel_values, pixels.get(key).pixel_values)
+    assert loads == keys * 2
+
+
 def test_batched_forward_matches_single_rows(rows: Any, tiny_tokenizer: Any, model: Any) -> None:
     """Padding and image order are right iff each row's logits equal its unpadded forward.
 

@@ -20,7 +20,11 @@ from matplotlib.figure import Figure
 
 from beacon.demo.config import DemoConfig
 from beacon.demo.stages import OPD_VARIANTS, DemoStages
-from beacon.demo.stats import Interval, variant_metrics
+from beacon.demo.stats import Interval, direct_answer_push, variant_metrics
+
+PREMISE_DIRECT_SHARE = 0.1
+"""Share of sampled rollouts on an easy item that answer directly, in the NAAR-premise paragraph
+(the SFT model's greedy eval shows its decision, not how often sampling departs from it)."""
 
 TABLE_METRICS = (
     ("acc_tool", "acc tool"),
@@ -166,19 +170,30 @@ class DemoReport:
         """What NAAR needs of the cold start: direct answers on easy items that are right."""
         if "SFT" not in self.metrics:
             return []
-        reading = self.metrics["SFT"]["acc_notool_easy_design"][0]
+        sft = self.metrics["SFT"]
+        reading, crops = sft["acc_notool_easy_design"][0], sft["acc_tool_easy_design"][0]
+        if math.isnan(reading) or math.isnan(crops):
+            return []
+        naar = direct_answer_push("naar", reading, PREMISE_DIRECT_SHARE, crops)
+        binary = direct_answer_push("binary", reading, PREMISE_DIRECT_SHARE, crops)
+        sweep = ", ".join(
+            f"{direct_answer_push('naar', r, PREMISE_DIRECT_SHARE, crops):+.2f} at {r:.0%}"
+            for r in (0.2, 0.4, 0.6, 0.8)
+        )
         return [
             f"NAAR's premise: the SFT model answers {reading:.0%} of easy* items right without "
-            "the tool. NAAR rewards skipping the tool only in groups where a text-only answer "
-            "is right ('text-only right' above); elsewhere a wrong direct answer scores 0 "
-            "against correct crops. With 10% direct answers and crops right 97% of the time, "
-            "the summed advantage of direct answers per group is -0.86 when 20% of them are "
-            "right, -0.13 at 40%, +0.21 at 50% and +1.14 at 80% (accuracy-only: negative at "
-            "every level; `tests/rl/test_scoring.py`). So NAAR turns the decision toward "
-            "answering directly *where that is right* only from a cold start that reads easy "
-            "items (the feasibility study's read 84% and flipped within 45 steps). From a weak "
-            "reader it can still cut tool use, but without telling items apart: a lucky direct "
-            "guess on a hard item (1 in 10 with ten digits) enters the same text-only branch.",
+            f"the tool and {crops:.0%} in tool mode. NAAR rewards skipping the tool only in "
+            "groups where a text-only answer is right ('text-only right' above); elsewhere a "
+            "wrong direct answer scores 0 against correct crops. With one rollout in "
+            f"{1 / PREMISE_DIRECT_SHARE:.0f} answering directly, the summed advantage of direct "
+            f"answers per easy group is {naar:+.2f} under NAAR at this reading and {binary:+.2f} "
+            f"under accuracy-only (NAAR at other readings: {sweep}; "
+            "`beacon.demo.stats.direct_answer_push`, the trainer's own group scoring). So NAAR "
+            "turns the decision toward answering directly *where that is right* only from a "
+            "cold start that reads easy items (the feasibility study's read 84% and flipped "
+            "within 45 steps). From a weak reader it can still cut tool use, but without "
+            "telling items apart: a lucky direct guess on a hard item (1 in 10 with ten digits) "
+            "enters the same text-only branch.",
             "",
         ]
 

@@ -14,6 +14,7 @@ model crops where cropping is needed, independent of what it can read.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -21,6 +22,8 @@ import numpy as np
 from beacon.metrics.adaptivity import adaptivity_arrays, item_outcomes, weighted_mean
 from beacon.metrics.bootstrap import percentile_ci
 from beacon.metrics.records import dedupe, pair_modes
+from beacon.rl import GroupOutcomes, RLConfig
+from beacon.rl.scoring import score_groups
 
 Interval = tuple[float, float, float]
 """(point, low, high); NaN where undefined."""
@@ -29,6 +32,7 @@ DESIGN_METRICS = (
     "p_tool_easy_design",
     "p_tool_hard_design",
     "acc_tool_hard_design",
+    "acc_tool_easy_design",
     "acc_notool_easy_design",
 )
 
@@ -58,6 +62,7 @@ def variant_metrics(
         out["p_tool_easy_design"] = weighted_mean(items.used_tool, weights, 1.0 - hard)
         out["p_tool_hard_design"] = weighted_mean(items.used_tool, weights, hard)
         out["acc_tool_hard_design"] = weighted_mean(items.p_tool, weights, hard)
+        out["acc_tool_easy_design"] = weighted_mean(items.p_tool, weights, 1.0 - hard)
         out["acc_notool_easy_design"] = weighted_mean(items.p_notool, weights, 1.0 - hard)
         return out
 
@@ -69,3 +74,30 @@ def variant_metrics(
         for name, values in draws.items():
             result[name] = (result[name][0], *percentile_ci(np.asarray(values, float)))
     return result
+
+
+def direct_answer_push(
+    reward: str,
+    reading: float,
+    direct_share: float,
+    crop_accuracy: float,
+    group_size: int = 8,
+    groups: int = 3000,
+    seed: int = 0,
+) -> float:
+    """Summed GRPO advantage of the direct (tool-free) answers per group of an easy item.
+
+    Rollouts answer directly with probability `direct_share` (right with probability `reading`)
+    and crop otherwise (right with probability `crop_accuracy`); the groups are scored by the
+    trainer's own `score_groups` under `reward`. Positive: a step makes direct answers likelier
+    on such items; negative: it pushes toward the tool. This is NAAR's premise in one number.
+    """
+    rng = random.Random(seed)
+    outcomes, direct_flags = [], []
+    for _ in range(groups):
+        direct = [rng.random() < direct_share for _ in range(group_size)]
+        correct = tuple(rng.random() < (reading if d else crop_accuracy) for d in direct)
+        outcomes.append(GroupOutcomes(correct, tuple(not d for d in direct), (True,) * group_size))
+        direct_flags += direct
+    advantages = score_groups(outcomes, RLConfig(reward=reward)).advantages.tolist()
+    return sum(a for a, d in zip(advantages, direct_flags, strict=True) if d) / groups

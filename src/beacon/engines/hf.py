@@ -112,7 +112,8 @@ class HFEngine:
         self._lock = threading.Lock()
         self._batch_wait_s = batch_wait_s
         self._queue: BatchingQueue | None = None
-        self._pixels = PerImage(Recent(self._process_image, pixel_key, _nbytes, PIXEL_BUDGET))
+        self._recent_pixels = Recent(self._process_image, pixel_key, _nbytes, PIXEL_BUDGET)
+        self._pixels = PerImage(self._recent_pixels)
 
     async def agenerate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
         """`generate` for asyncio callers: requests join the batching queue, and whatever is
@@ -209,6 +210,7 @@ class HFEngine:
         if self._queue is not None:
             self._queue.close()
         self.model = None
+        self._recent_pixels.clear()  # up to PIXEL_BUDGET of tensors
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
 
