@@ -1,6 +1,6 @@
 """Settings of `beacon demo`: sizes of every stage, the full default and the `--quick` preset.
 
-The full default takes about 55 minutes on 2 CPU cores (measured figures in
+The full default takes about 70 minutes on 2 CPU cores (measured figures in
 docs/demo.md); `--quick` runs every stage at toy size in a few minutes and shows only that the
 pipeline runs end to end, not the effects.
 """
@@ -17,9 +17,9 @@ class _Strict(BaseModel):
 
 
 class DemoData(_Strict):
-    train_items: int = Field(2000, ge=4, description="synth_demo training items (tool mode)")
+    train_items: int = Field(4000, ge=4, description="synth_demo training items (tool mode)")
     hinted_items: int = Field(200, ge=0, description="hinted search items (teach hint use)")
-    text_items: int = Field(1000, ge=0, description="easy items also solved text-only (notool)")
+    text_items: int = Field(2000, ge=0, description="easy items also solved text-only (notool)")
     tool_bias: float = Field(0.6, ge=0, le=1, description="expert's crop rate on easy items")
     train_seed: int = Field(1, description="seed of the training items")
     concurrency: int = Field(32, ge=1, description="expert episodes in flight")
