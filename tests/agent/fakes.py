@@ -55,7 +55,11 @@ class ScriptedEngine:
 
 
 class AsyncScriptedEngine(ScriptedEngine):
-    """The same script, through `agenerate`, with a hook awaited before each reply."""
+    """The same script, through `agenerate`, with a hook awaited before each reply: a server
+    whose replies come back at their own times (`remote`: the loop sends each request at once).
+    """
+
+    remote = True
 
     def __init__(self, scripts: dict[str, str], before_reply: Callable | None = None) -> None:
         super().__init__(scripts)

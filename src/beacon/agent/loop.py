@@ -7,10 +7,12 @@ Every episode is its own asyncio task (`run_episode`): against a server, an epis
 is requested as soon as its tool call returns, never after the slowest episode of a batch.
 Engines with an `agenerate` coroutine (`openai`, `hf`) are awaited directly; the `hf` engine's
 batching queue still runs whatever requests are pending as one batch, so in-process batching
-stays. Any other engine's blocking `generate` is put behind a `BatchingQueue` here. Blocking work
-(image loading, sandbox sessions and calls, tokenizing observations) runs in a thread pool, off
-the event loop, so other episodes keep generating meanwhile. A finished episode's sandbox session
-is closed there too, without the episode waiting for it.
+stays. Any other engine's blocking `generate` is put behind a `BatchingQueue` here. For
+in-process engines the loop also holds a turn's requests until the episodes that will ask soon
+have asked (`beacon.agent.gather`), so a group's turns run as one batch, not as it trickles in.
+Blocking work (image loading, sandbox sessions and calls, tokenizing observations) runs in a
+thread pool, off the event loop, so other episodes keep generating meanwhile. A finished
+episode's sandbox session is closed there too, without the episode waiting for it.
 
 `astream` keeps up to `max_active` episodes in flight and yields them as they finish; `stream`
 and `run` are its synchronous wrappers (the event loop runs in a helper thread). A broken image,
@@ -26,6 +28,7 @@ import logging
 import queue
 import threading
 import time
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -35,6 +38,7 @@ from beacon.agent.config import AgentConfig
 from beacon.agent.episode import EpisodeSpec, EpisodeState
 from beacon.agent.formats import get_format
 from beacon.agent.gate import GateError, ToolGate
+from beacon.agent.gather import HoldCap, TurnGather
 from beacon.agent.prompts import first_turn
 from beacon.engines.base import Engine, GenerationRequest, GenerationResult
 from beacon.engines.batching import BatchingQueue
@@ -76,6 +80,11 @@ class AgentLoop:
         self._store_pool = ThreadPoolExecutor(tool_threads, thread_name_prefix="beacon-store")
         self._queue: BatchingQueue | None = None
         self._agenerate: AsyncGenerate = getattr(engine, "agenerate", None) or self._queued
+        # per event loop (`stream` runs each call on its own); None for remote engines
+        self._gathers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, TurnGather] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._hold = None if getattr(engine, "remote", False) else HoldCap()
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
@@ -158,16 +167,22 @@ class AgentLoop:
                 "Sandbox() or use mode='notool'"
             )
         start = time.monotonic()
-        if spec.mode == "gated":
-            state, session = await self._open_gated(spec)
-        else:
-            state, session = await self._blocking(self._open, spec)
+        gather = self._gather()
+        if gather is not None:
+            gather.join()
+        session = None
         try:
+            if spec.mode == "gated":
+                state, session = await self._open_gated(spec)
+            else:
+                state, session = await self._blocking(self._open, spec)
             while not state.done:
-                state.absorb(await self._generate(state.request()))
+                state.absorb(await self._generate(state.request(), gather))
                 if state.pending_call is not None:
                     await self._blocking(self._execute, state, session)
         finally:
+            if gather is not None:
+                gather.leave()
             if session is not None:
                 # Not awaited: the trajectory is complete, and the unmount and process sweep
                 # (~10 ms) would add to every episode's latency. `close()` waits for the pool.
@@ -189,7 +204,20 @@ class AgentLoop:
             self._queue = BatchingQueue(self.engine.generate, batch, name="agent-batcher")
         return await self._queue.agenerate(requests)
 
-    async def _generate(self, request: GenerationRequest) -> GenerationResult:
+    def _gather(self) -> TurnGather | None:
+        """This event loop's turn gatherer (None for a remote engine: see `beacon.agent.gather`)."""
+        if self._hold is None:
+            return None
+        loop = asyncio.get_running_loop()
+        if loop not in self._gathers:
+            self._gathers[loop] = TurnGather(self._agenerate, self._hold)
+        return self._gathers[loop]
+
+    async def _generate(
+        self, request: GenerationRequest, gather: TurnGather | None
+    ) -> GenerationResult:
+        if gather is not None:
+            return await gather.generate(request)
         try:
             (result,) = await self._agenerate([request])
         except Exception as exc:  # engines should not raise; if one does, fail this episode

@@ -11,6 +11,10 @@ agent loop runs every episode as its own task and awaits it (`hf` batches whatev
 pending; `openai` keeps one HTTP client for its life). Engines without it are wrapped in a
 `beacon.engines.batching.BatchingQueue`.
 
+An engine whose model runs behind a server sets `remote = True` (`openai`): the agent loop then
+sends each request as soon as it is ready. For the others it gathers the turns of episodes that
+will ask soon into one call first (`beacon.agent.gather`).
+
 `ChatTokenizer` renders chats to text and text (with image placeholders) to token ids with the
 model's own processor, so the agent loop can build prompt and observation segments locally.
 """

@@ -85,6 +85,7 @@ class OpenAIEngine:
     """Chat completions over HTTP; see the module docstring for retries and token ids."""
 
     name = "openai"
+    remote = True  # the server batches continuously: the agent loop sends each turn at once
 
     def __init__(
         self,
