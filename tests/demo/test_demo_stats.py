@@ -81,6 +81,12 @@ def test_seeds_pool_items_and_intervals_hold_the_point() -> None:
     assert two["p_tool_easy_design"][1] < two["p_tool_easy_design"][2]
 
 
+def test_intervals_do_not_depend_on_the_order_episodes_finished() -> None:
+    runs = [run_records(), run_records()[::-1]]
+    reordered = [run_records()[::-1], run_records()]
+    assert variant_metrics(runs, 200, seed=1) == variant_metrics(reordered, 200, seed=1)
+
+
 def test_seed_item_weights_draw_whole_seeds_then_items() -> None:
     rng = np.random.default_rng(0)
     w = seed_item_weights([3, 5], 400, rng)

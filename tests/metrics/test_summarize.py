@@ -108,6 +108,12 @@ def test_bootstrap_is_deterministic_under_seed(records, summary):
     assert other["overall"]["adaptivity"] == summary["overall"]["adaptivity"]
 
 
+def test_intervals_do_not_depend_on_the_order_episodes_finished(records, summary):
+    shuffled = list(records)
+    random.Random(3).shuffle(shuffled)  # records are written as episodes finish
+    assert summarize(shuffled, bootstrap=300, seed=0) == summary
+
+
 def test_result_is_strict_json(summary):
     json.dumps(summary, allow_nan=False)
     # notool episodes never use a tool: accuracy with a tool is undefined -> null

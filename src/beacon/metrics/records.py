@@ -64,7 +64,11 @@ def dedupe(records: Iterable[Mapping]) -> list[Mapping]:
 
 
 def group_by_item(records: Iterable[Mapping]) -> dict[ItemKey, dict[str, list[Mapping]]]:
-    """{(benchmark, sample_id): {mode: [its records, sorted by k]}}, items in first-seen order."""
+    """{(benchmark, sample_id): {mode: [its records, sorted by k]}}, items sorted by key.
+
+    Sorted, not in the order records were written: that is the order episodes finished in, and
+    a bootstrap over the items must resample the same items however the run was batched.
+    """
     groups: dict[ItemKey, dict[str, list[Mapping]]] = {}
     for record in records:
         benchmark, sample_id, mode, _ = record_id(record)
@@ -72,7 +76,7 @@ def group_by_item(records: Iterable[Mapping]) -> dict[ItemKey, dict[str, list[Ma
     for modes in groups.values():
         for samples in modes.values():
             samples.sort(key=lambda r: int(r.get("k", 0)))
-    return groups
+    return dict(sorted(groups.items()))
 
 
 def _first_not_none(samples: Iterable[Mapping], key: str):
