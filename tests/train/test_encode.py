@@ -5,6 +5,7 @@ Expected positions are derived from the segment lengths by hand, not from the co
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -102,3 +103,19 @@ def test_parse_prompt_text_splits_roles_and_images() -> None:
             "content": [{"type": "image"}, {"type": "text", "text": "What is\nthis?"}],
         },
     ]
+
+
+def test_text_segments_count_image_tokens_from_the_file_header(tiny_tokenizer, tmp_path) -> None:
+    """Records of an HTTP expert carry text, not token ids: the tokenizer places each image's
+    tokens from its size, which `ImageStore.header` reads without decoding a pixel."""
+    store = ImageStore(tmp_path)
+    traj = scripted_trajectory(tiny_tokenizer, store, seed=1, tool_calls=1)
+    text_only = replace(
+        traj, segments=[replace(s, token_ids=[], loss_mask=[]) for s in traj.segments]
+    )
+    decoded = encode_trajectory(text_only, tiny_tokenizer, store.get)
+    assert tiny_tokenizer.image_token_id in decoded.input_ids
+    assert encode_trajectory(text_only, tiny_tokenizer, store.header) == decoded
+    key = traj.segments[0].images[0]
+    header = store.header(key)
+    assert (header.size, header.mode) == (store.get(key).size, store.get(key).mode)

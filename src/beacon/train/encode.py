@@ -60,7 +60,9 @@ def encode_trajectory(
     """The training sequence of `traj`; text segments are tokenized with `tokenizer`.
 
     `tokenizer` is a `ChatTokenizer` (`beacon.engines.tokenizer.HFTokenizer`); `load_image`
-    turns an image key into a PIL image and is needed only for text segments with images.
+    turns an image key into a PIL image and is needed only for text segments with images. Only
+    the images' sizes are read (how many tokens each becomes), so `ImageStore.header`, which
+    decodes no pixels, is enough.
     """
     segments = list(traj.segments)
     if traj.original_prompt is not None and segments and segments[0].role == "prompt":

@@ -62,9 +62,10 @@ def build_data(cfg: SFTConfig, tokenizer: Any, processor: Any | None) -> SFTData
 
     store = ImageStore(cfg.data.images) if cfg.data.images else None
     load = store.get if store is not None else None
+    header = store.header if store is not None else None  # tokens need sizes, not pixels
     rows, too_long = [], 0
     for traj in read_trajectories(cfg.data.train):
-        encoded = encode_trajectory(traj, tokenizer, load)
+        encoded = encode_trajectory(traj, tokenizer, header)
         if len(encoded) > cfg.data.max_length:
             too_long += 1
             continue
