@@ -109,8 +109,7 @@ class TurnGather:
             results = await self._agenerate([request for request, _ in held])
         except Exception as exc:  # engines should not raise; if one does, these requests fail
             logger.exception("engine raised on a call of %d requests", len(held))
-            error = f"{type(exc).__name__}: {exc}"
-            results = [GenerationResult(text="", finish_reason="error", error=error) for _ in held]
+            results = [GenerationResult.failed(exc) for _ in held]
         finally:
             self.in_call -= len(held)
         self._cap.update(time.monotonic() - start)

@@ -222,8 +222,7 @@ class AgentLoop:
             (result,) = await self._agenerate([request])
         except Exception as exc:  # engines should not raise; if one does, fail this episode
             logger.exception("engine raised on a request")
-            error = f"{type(exc).__name__}: {exc}"
-            return GenerationResult(text="", finish_reason="error", error=error)
+            return GenerationResult.failed(exc)
         return result
 
     def _open(self, spec: EpisodeSpec) -> tuple[EpisodeState, Any]:

@@ -90,6 +90,11 @@ class GenerationResult:
     prompt_ids: list[int] | None = None  # the context ids as the engine saw them, if known
     error: str | None = None
 
+    @classmethod
+    def failed(cls, exc: BaseException) -> GenerationResult:
+        """The result of a request that raised `exc`: an error naming it, never an exception."""
+        return cls(text="", finish_reason="error", error=f"{type(exc).__name__}: {exc}")
+
 
 @runtime_checkable
 class ChatTokenizer(Protocol):

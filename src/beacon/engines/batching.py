@@ -99,8 +99,7 @@ class BatchingQueue:
             results = self.generate([j.request for j in jobs])
         except Exception as exc:  # engines should not raise; if one does, these requests fail
             logger.exception("generate raised on a batch of %d requests", len(jobs))
-            error = f"{type(exc).__name__}: {exc}"
-            results = [GenerationResult(text="", finish_reason="error", error=error) for _ in jobs]
+            results = [GenerationResult.failed(exc) for _ in jobs]
         for job, result in zip(jobs, results, strict=True):
             try:
                 job.loop.call_soon_threadsafe(_resolve, job.future, result)

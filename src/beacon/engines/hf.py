@@ -134,7 +134,7 @@ class HFEngine:
             try:
                 prepared.append(self._prepare(index, request))
             except Exception as exc:  # a bad request is a recorded error, never a dead batch
-                results[index] = _error_result(exc)
+                results[index] = GenerationResult.failed(exc)
         with self._lock:
             for batch in _batches(prepared, self.batch_size):
                 for item, result in zip(batch, self._run_isolated(batch), strict=True):
@@ -241,7 +241,7 @@ class HFEngine:
         except Exception as exc:
             if len(batch) == 1:
                 logger.warning("generation failed: %s: %s", type(exc).__name__, exc)
-                return [_error_result(exc)]
+                return [GenerationResult.failed(exc)]
             logger.warning("batch of %d failed (%s); retrying one by one", len(batch), exc)
             return [self._run_isolated([item])[0] for item in batch]
 
@@ -571,10 +571,6 @@ def _check_sampling(s: SamplingParams) -> None:
         problems.append(f"top_logprobs={s.top_logprobs} must be >= 0")
     if problems:
         raise ValueError("bad sampling parameters: " + "; ".join(problems))
-
-
-def _error_result(exc: BaseException) -> GenerationResult:
-    return GenerationResult(text="", finish_reason="error", error=f"{type(exc).__name__}: {exc}")
 
 
 def _load_model(path: str, device: torch.device, dtype: str | torch.dtype) -> Any:

@@ -93,7 +93,7 @@ class VLLMEngine:
                 expanded.append(ids)
                 indices.append(index)
             except Exception as exc:
-                results[index] = _error(exc)
+                results[index] = GenerationResult.failed(exc)
         if prompts:
             for index, ids, result in zip(
                 indices, expanded, self._run(prompts, params), strict=True
@@ -147,7 +147,7 @@ class VLLMEngine:
             outputs = self.llm.generate(prompts, sampling_params=params, use_tqdm=False)
         except Exception as exc:  # one bad prompt fails vLLM's whole call; isolate it
             if len(prompts) == 1:
-                return [_error(exc)]
+                return [GenerationResult.failed(exc)]
             logger.warning("vLLM batch of %d failed (%s); retrying one by one", len(prompts), exc)
             return [self._run([p], [s])[0] for p, s in zip(prompts, params, strict=True)]
         return [self._result(out) for out in outputs]
@@ -194,7 +194,3 @@ class WeightSyncExtension:
         """Sum of |w| over all parameters: lets a check see that an update arrived."""
         model = self.model_runner.model
         return float(sum(p.detach().abs().sum().item() for p in model.parameters()))
-
-
-def _error(exc: BaseException) -> GenerationResult:
-    return GenerationResult(text="", finish_reason="error", error=f"{type(exc).__name__}: {exc}")
