@@ -18,6 +18,7 @@ from beacon.benchmarks.synth_demo import (
     coords,
     generate,
     hinted,
+    render_once,
 )
 from beacon.rl.hgce import check_hint
 
@@ -43,6 +44,23 @@ def test_same_seed_same_item_other_seed_other_item() -> None:
     assert np.array_equal(np.asarray(a.images[0]), np.asarray(b.images[0]))
     assert (a.question, a.answer, a.metadata) == (b.question, b.answer, b.metadata)
     assert not np.array_equal(np.asarray(a.images[0]), np.asarray(c.images[0]))
+
+
+def test_render_once_renders_an_item_once_within_its_block_only() -> None:
+    """The demo's data stage loads its items three times: inside the block every load after
+    the first gets the same sample, with the pixels a fresh render has; outside, renders."""
+    fresh = generate(5, 3)
+    with render_once():
+        first = generate(5, 3)
+        rl = list(get_benchmark("synth_demo_rl").load(limit=2, seed=5))  # a large, a tiny
+        assert rl[1].images is generate(5, 1 * len(CATEGORIES) + CATEGORIES.index("tiny")).images
+        assert generate(5, 3) is first
+        assert next(iter(get_benchmark("synth_demo").load(limit=4, seed=5))) is generate(5, 0)
+        assert generate(6, 3) is not first  # another seed is another item
+        with pytest.raises(RuntimeError, match="do not nest"), render_once():
+            pass
+    assert np.array_equal(np.asarray(first.images[0]), np.asarray(fresh.images[0]))
+    assert generate(5, 3) is not first
 
 
 def test_categories_cycle_and_difficulty_follows_the_category() -> None:

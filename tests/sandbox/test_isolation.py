@@ -197,6 +197,25 @@ def test_a_slow_save_delays_no_other_session_and_dies_with_its_session(
     assert _live_pids(a.uid) == []
 
 
+@needs_root
+def test_only_sessions_whose_code_reached_a_worker_scan_for_their_processes(
+    one_worker: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No process ever ran as a session's uid unless one of its calls reached a worker, so
+    closing the others skips the /proc scan (one per episode that answered without code)."""
+    scanned: list[int] = []
+    real_kill = folders.kill_uid
+    monkeypatch.setattr(folders, "kill_uid", lambda uid: scanned.append(uid) or real_kill(uid))
+    idle = one_worker.session(images=[make_image()])
+    refused = one_worker.session(images=[make_image()])
+    assert not refused.run("x = 1\n" * one_worker.config.max_code_chars).ok  # never sent
+    ran = one_worker.session(images=[make_image()])
+    assert ran.run("x = 1").ok
+    for session in (idle, refused, ran):
+        session.close()
+    assert scanned == [ran.uid]
+
+
 def test_stale_roots_of_killed_sandboxes_are_removed(tmp_path: Path) -> None:
     parent = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
     dead = subprocess.Popen(["true"])

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from beacon.agent.config import AgentConfig
 from beacon.benchmarks import get_benchmark
-from beacon.benchmarks.synth_demo import HINTED, SynthDemo
+from beacon.benchmarks.synth_demo import HINTED, SynthDemo, render_once
 from beacon.data.records import write_jsonl_atomic
 from beacon.data.scripted import create_scripted_app
 from beacon.data.stages import copy_image, image_keys, run_trajectories
@@ -46,6 +46,11 @@ def expert_agent() -> AgentConfig:
 
 def build_sft_data(cfg: DemoConfig, root: Path, progress: bool) -> dict[str, int]:
     """Run the expert, write `root/sft/`, return row counts by source and category."""
+    with render_once():  # the items are indexed here, then loaded by both eval runs
+        return _build_sft_data(cfg, root, progress)
+
+
+def _build_sft_data(cfg: DemoConfig, root: Path, progress: bool) -> dict[str, int]:
     d = cfg.data
     train = list(get_benchmark(TRAIN_BENCH).load(limit=d.train_items, seed=d.train_seed))
     hinted = list(get_benchmark(HINTED).load(limit=d.hinted_items, seed=d.train_seed + 100))
