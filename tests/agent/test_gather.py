@@ -147,6 +147,40 @@ async def alone_then_three() -> None:
     assert (await asyncio.wait_for(waiting, 1.0)).text == "ok" and calls == [1, 1]
 
 
+def test_a_held_request_of_a_cancelled_episode_is_never_sent() -> None:
+    asyncio.run(asyncio.wait_for(cancel_while_held(), timeout=30))
+
+
+async def cancel_while_held() -> None:
+    sent: list[list[str]] = []
+
+    async def agenerate(requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
+        sent.append([r.messages[0]["content"] for r in requests])
+        return [GenerationResult(text="ok", finish_reason="stop") for _ in requests]
+
+    gather = TurnGather(agenerate, HoldCap(first_s=MAX_HOLD_S))
+    for _ in range(3):
+        gather.join()
+    ask = [{"role": "user", "content": "a"}]
+    doomed = asyncio.ensure_future(gather.generate(GenerationRequest(messages=ask)))
+    await asyncio.sleep(0.05)
+    doomed.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await doomed
+    gather.leave()  # the cancelled episode ends
+    kept = [
+        asyncio.ensure_future(
+            gather.generate(GenerationRequest(messages=[{**ask[0], "content": c}]))
+        )
+        for c in "bc"
+    ]
+    results = await asyncio.wait_for(asyncio.gather(*kept), 1.0)
+    assert [r.text for r in results] == ["ok", "ok"]
+    # before: [["a", "b"], ["c"]]: the request nobody awaited was sent, and counted as waiting
+    # it split the turn in two calls
+    assert sent == [["b", "c"]]
+
+
 def test_hold_cap_is_the_longest_recent_call_within_bounds() -> None:
     cap = HoldCap()
     assert cap.seconds == FIRST_HOLD_S

@@ -86,7 +86,11 @@ class TurnGather:
         if self._timer is None:
             self._timer = loop.call_later(self._cap.seconds, self._flush)
         self._flush_if_all_wait()
-        return await future
+        try:
+            return await future
+        except asyncio.CancelledError:  # a held request of a cancelled episode is never sent
+            self._held = [entry for entry in self._held if entry[1] is not future]
+            raise
 
     def _flush_if_all_wait(self) -> None:
         if self._held and self.live <= self.in_call + len(self._held):
