@@ -130,8 +130,8 @@ def render_once() -> Iterator[None]:
     asked again (all three `synth_demo` benchmarks go through it).
 
     Rendering an item takes ~17 ms (mostly the background noise); the demo's data stage loads
-    its 4,200 training items three times (to index them, then in two eval runs) and spent ~2.4
-    of its ~7 minutes rendering. The block's samples stay in memory until it ends, so it is
+    its training items three times (to index them, then in two eval runs): ~12,400 renders where
+    4,200 do, ~2.4 of its ~7 minutes. The block's samples stay in memory until it ends, so it is
     for one stage, not a process. A returned image must not be changed in place (loaders copy).
     """
     global _rendered

@@ -221,7 +221,6 @@ class Session:
         self._lock = threading.Lock()
         self.calls = 0
         self.closed = False
-        self._dispatched = False  # a call reached a worker: processes may run under `uid`
         self.key = f"{number:06d}-{secrets.token_hex(4)}"
         self.uid = uid
         self.dir = os.path.join(sandbox.root, self.key)  # on the host
@@ -306,7 +305,6 @@ class Session:
             if left <= 0:
                 result = ExecResult(ok=False, error=results.timeout_text(cfg), timed_out=True)
             else:
-                self._dispatched = True
                 result = self._dispatch(self._request(code, left))
             result.repairs, result.code = repairs, code
             result.elapsed_s = time.monotonic() - start
@@ -402,10 +400,10 @@ class Session:
             if self.closed:
                 return
             self.closed = True
-        # A save still running must not outlive its session. Only a call that reached a worker
-        # ever ran a process as `uid`: without one there is nothing to kill, and no scan of
-        # /proc (about 1 ms with 70 processes, more on a busy host).
-        if self.uid is not None and self._dispatched:
+        # A save still running must not outlive its session. Only a counted call (one not
+        # refused for its length or the call limit) can run a process as `uid`: without one
+        # there is nothing to kill, and no scan of /proc (about 1 ms with 70 processes).
+        if self.uid is not None and self.calls:
             folders.kill_uid(self.uid)
         self._sandbox._release(self)
 
