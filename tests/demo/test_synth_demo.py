@@ -48,7 +48,8 @@ def test_same_seed_same_item_other_seed_other_item() -> None:
 
 def test_render_once_renders_an_item_once_within_its_block_only() -> None:
     """The demo's data stage loads its items three times: inside the block every load after
-    the first gets the same sample, with the pixels a fresh render has; outside, renders."""
+    the first gets the same sample, with the pixels a fresh render has; outside, renders; a
+    block inside another has its own items."""
     fresh = generate(5, 3)
     with render_once():
         first = generate(5, 3)
@@ -57,8 +58,10 @@ def test_render_once_renders_an_item_once_within_its_block_only() -> None:
         assert generate(5, 3) is first
         assert next(iter(get_benchmark("synth_demo").load(limit=4, seed=5))) is generate(5, 0)
         assert generate(6, 3) is not first  # another seed is another item
-        with pytest.raises(RuntimeError, match="do not nest"), render_once():
-            pass
+        with render_once():  # an inner block: its own items, dropped at its end
+            inner = generate(5, 3)
+            assert inner is not first and generate(5, 3) is inner
+        assert generate(5, 3) is first  # the outer block's items are back
     assert np.array_equal(np.asarray(first.images[0]), np.asarray(fresh.images[0]))
     assert generate(5, 3) is not first
 

@@ -99,6 +99,22 @@ def test_memory_of_other_sessions_is_not_inherited(one_worker: Sandbox) -> None:
     assert r.stdout == "[] True\n"  # nothing of A found, in more than 10 MB scanned
 
 
+def test_each_call_is_the_workers_child_with_a_random_state_of_its_own(
+    one_worker: Sandbox,
+) -> None:
+    """The template clones every child as the worker's own (CLONE_PARENT, no middle process):
+    each call's parent is the worker. `os.fork` reseeds `random` in a child (an at-fork hook);
+    the raw clone does not, so the worker does, or every call would draw the same numbers."""
+    seen = []
+    for _ in range(3):
+        with one_worker.session(images=[make_image()]) as session:
+            r = session.run("import os, random\nprint(os.getppid(), random.getrandbits(64))")
+        assert r.ok, r.error
+        seen.append(r.stdout.split())
+    assert len({parent for parent, _ in seen}) == 1
+    assert len({draw for _, draw in seen}) == 3
+
+
 @needs_root
 def test_input_images_of_another_session_are_unreadable(one_worker: Sandbox) -> None:
     """Before: images/ was 0755 and its files 0644, so B read A's input given its path."""
