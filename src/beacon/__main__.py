@@ -2,4 +2,5 @@
 
 from beacon.cli import main
 
-main()
+if __name__ == "__main__":  # not when a spawned process (`beacon.demo.schedule`) re-imports it
+    main()

@@ -4,11 +4,14 @@ The quick demo runs every stage at toy size through the CLI as a user would: the
 over HTTP, SFT, four GRPO arms, student SFT, vanilla OPD and ReVuE with the scripted critic, the
 held-out evals and the report. The run is killed with SIGKILL inside the first GRPO run, then
 rerun: it must finish without losing or repeating work; a third run finds everything done; a run
-with other settings into the same folder is refused with the differing key named.
+with other settings into the same folder is refused with the differing key named. The GRPO
+runs and OPD variants run two at a time in a process pool (`jobs=2`), so the kill also hits
+pool processes in the middle of their runs.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -33,6 +36,8 @@ def demo(out: Path, *extra: str) -> list[str]:
         "--out",
         str(out),
         "--no-progress",
+        "--set",
+        "jobs=2",  # --quick runs its jobs in order; this test kills and resumes them in a pool
         *extra,
     ]
 
@@ -103,3 +108,35 @@ def test_quick_demo_survives_kill_and_resumes(tmp_path: Path) -> None:
     assert other.returncode == 2
     assert "eval.items: 16 -> 20" in other.stderr
     assert "Traceback" not in other.stderr
+
+
+@pytest.mark.slow
+def test_a_killed_demo_leaves_no_pool_process_running(tmp_path: Path) -> None:
+    """SIGKILL to the demo's own process only: its pool processes, mid-run, die with it
+    (PR_SET_PDEATHSIG), so none goes on writing into the folder a rerun resumes."""
+    out = tmp_path / "demo"
+    proc = subprocess.Popen(
+        demo(out),
+        env=env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 600
+    while not (out / "rl" / "naar-s0").exists():  # the pool's second job has started
+        assert proc.poll() is None, proc.stderr.read()
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 30
+    try:
+        while True:
+            os.killpg(proc.pid, 0)  # anything left in the demo's process group?
+            assert time.monotonic() < deadline, "pool processes outlived the demo"
+            time.sleep(0.2)
+    except ProcessLookupError:
+        pass
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # a failed run leaves nothing behind
+            os.killpg(proc.pid, signal.SIGKILL)

@@ -73,6 +73,12 @@ class DemoConfig(_Strict):
     out: str = Field("runs/demo", description="demo folder; rerunning into it resumes")
     seeds: int = Field(3, ge=1, description="RL seeds per arm")
     threads: int = Field(2, ge=1, description="torch threads (the study ran with 2)")
+    jobs: int = Field(
+        2,
+        ge=1,
+        description="GRPO runs and OPD variants (each with its evaluation) trained at once, "
+        "each in a process of its own with threads/jobs torch threads (beacon.demo.schedule)",
+    )
     progress: bool = Field(True, description="progress bars (operational: not part of a result)")
     data: DemoData = Field(default_factory=DemoData)
     sft: DemoSFT = Field(default_factory=DemoSFT)
@@ -83,6 +89,7 @@ class DemoConfig(_Strict):
 
 QUICK: dict[str, Any] = {
     "seeds": 1,
+    "jobs": 1,  # starting the pool's processes takes longer than toy runs side by side gain
     "data": {"train_items": 48, "hinted_items": 8, "text_items": 16, "concurrency": 16},
     "sft": {"steps": 30, "batch_size": 16, "warmup_steps": 5},
     "rl": {"steps": 2, "prompts_per_step": 2, "group_size": 4, "items": 16},
@@ -97,7 +104,7 @@ QUICK: dict[str, Any] = {
 }
 """Toy sizes: every stage runs (about a minute on 2 cores); the numbers mean nothing."""
 
-OPERATIONAL_KEYS = ("out", "progress", "threads", "seeds", "rl.arms", "revue.enabled")
+OPERATIONAL_KEYS = ("out", "progress", "threads", "seeds", "rl.arms", "jobs", "revue.enabled")
 """Settings that add, drop or run stages differently without changing any finished result."""
 
 

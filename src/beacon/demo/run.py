@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from pathlib import Path
 
@@ -35,22 +34,12 @@ def check_folder(cfg: DemoConfig) -> None:
     path.write_text(to_yaml(cfg))
 
 
-def quiet_libraries() -> None:
-    """The demo loads and saves dozens of checkpoints: keep the libraries' per-load bars and
-    checkpoint chatter out of its progress lines (warnings and errors still show)."""
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
-    logging.getLogger("accelerate").setLevel(logging.ERROR)
-
-
 def run_demo(cfg: DemoConfig, log: Callable[[str], None]) -> Path:
     """Every stage (resuming finished work), then `report.md`; returns the report's path."""
     import torch
 
     from beacon.demo.report import write_report
-    from beacon.demo.stages import run_stages
+    from beacon.demo.schedule import quiet_libraries, run_stages
 
     # Absolute, so `--out runs/demo` and `--out ./runs/demo` are one folder to the stages' runs
     # (their identities hold model paths under it).

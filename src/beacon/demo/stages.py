@@ -22,13 +22,11 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from beacon.agent.config import AgentConfig
-from beacon.benchmarks.synth_demo import render_once
 from beacon.demo.config import DemoConfig
 from beacon.demo.data import TRAIN_BENCH, build_sft_data, expert_agent
 from beacon.demo.model import make_demo_model
@@ -67,6 +65,9 @@ class Stage:
     name: str
     run: Callable[[], None]
     done: Callable[[], bool]
+    job: str | None = None
+    """The run this stage trains or evaluates (a GRPO run, an OPD variant): a job's stages run
+    in order, in one process, beside other jobs' (`beacon.demo.schedule`)."""
 
 
 def final_checkpoint(run_dir: Path, steps: int) -> Path:
@@ -165,10 +166,16 @@ class DemoStages:
                     f"GRPO {name}",
                     lambda a=arm, s=seed: self.grpo(a, s),
                     lambda a=arm, s=seed: is_complete(self.rl_dir(a, s), c.rl.steps),
+                    job=f"GRPO {name}",
                 )
             )
             out.append(
-                self.eval_stage(f"evaluate {name}", name, lambda a=arm, s=seed: self.rl_model(a, s))
+                self.eval_stage(
+                    f"evaluate {name}",
+                    name,
+                    lambda a=arm, s=seed: self.rl_model(a, s),
+                    job=f"GRPO {name}",
+                )
             )
         if c.revue.enabled:
             out.append(
@@ -193,6 +200,7 @@ class DemoStages:
                         f"OPD {variant}",
                         lambda v=variant: self.opd(v),
                         lambda v=variant: is_complete(self.opd_dir(v), c.revue.steps),
+                        job=f"OPD {variant}",
                     )
                 )
                 out.append(
@@ -200,15 +208,23 @@ class DemoStages:
                         f"evaluate OPD {variant}",
                         f"opd-{variant}",
                         lambda v=variant: self.opd_model(v),
+                        job=f"OPD {variant}",
                     )
                 )
         return out
 
-    def eval_stage(self, title: str, name: str, model: Callable[[], Path]) -> Stage:
+    def eval_stage(
+        self,
+        title: str,
+        name: str,
+        model: Callable[[], Path],
+        job: str | None = None,
+    ) -> Stage:
         return Stage(
             title,
             lambda: self.evaluate(name, model()),
             lambda: (self.eval_dir(name) / "summary.json").exists(),
+            job,
         )
 
     def model_dir_done(self) -> bool:
@@ -381,30 +397,3 @@ class DemoStages:
             report=False,
         )
         run_eval(cfg, progress=self.cfg.progress)
-
-
-def run_stages(cfg: DemoConfig, log: Callable[[str], None]) -> None:
-    """Run every stage in order, logging `[i/N] name` and its wall time.
-
-    The evaluation, GRPO and OPD stages load the same ~600 synthetic items (held-out, RL and OPD
-    pools): one `render_once` block over all stages renders each once (~360 MB held), instead
-    of ~7,000 renders at ~17 ms; the data stage keeps its training items in a block of its own.
-    """
-    with render_once():
-        _run_all(DemoStages(cfg).stages(), Path(cfg.out) / "timings.json", log)
-
-
-def _run_all(stages: list[Stage], timings_path: Path, log: Callable[[str], None]) -> None:
-    timings = json.loads(timings_path.read_text()) if timings_path.exists() else {}
-    start = time.perf_counter()
-    for i, stage in enumerate(stages, 1):
-        if stage.done():  # finished by an earlier run: it keeps the time it took then
-            log(f"[{i}/{len(stages)}] {stage.name}: already done")
-            continue
-        began = time.perf_counter()
-        log(f"[{i}/{len(stages)}] {stage.name}")
-        stage.run()
-        took, total = time.perf_counter() - began, time.perf_counter() - start
-        log(f"[{i}/{len(stages)}] {stage.name}: done in {took:.0f} s ({total / 60:.1f} min so far)")
-        timings[stage.name] = round(took, 1)  # a resumed stage: the time of the run that ended it
-        timings_path.write_text(json.dumps(timings, indent=2) + "\n")
