@@ -201,12 +201,31 @@ def expert_drop_reason(done: RunTrajectory, require_tool: bool = True) -> str | 
 
 
 def run_trajectories(run_dir: Path) -> Iterator[RunTrajectory]:
-    """The episodes of an eval run folder, each with its samples.jsonl record."""
+    """The episodes of an eval run folder, each with its samples.jsonl record, in item order
+    (benchmark, sample id, mode, repeat).
+
+    Not in the order they were written: that is the order episodes finished in, which changes
+    from run to run with concurrency, and a training set built from a run must be the same on
+    every rerun (its trainer shuffles rows by position: the demo's SFT set in finishing order
+    gave a different cold-start model each time).
+    """
     by_key = {r["key"]: r for r in read_jsonl(run_dir / SAMPLES_FILE)}
-    for line in read_jsonl(run_dir / TRAJECTORIES_FILE):
-        record = by_key.get(line["key"])
-        if record is not None:
-            yield RunTrajectory(record, Trajectory.from_dict(line["trajectory"]))
+    found = [
+        (record, line["trajectory"])
+        for line in read_jsonl(run_dir / TRAJECTORIES_FILE)
+        if (record := by_key.get(line["key"])) is not None
+    ]
+    found.sort(key=lambda pair: item_order(pair[0]))
+    for record, trajectory in found:
+        yield RunTrajectory(record, Trajectory.from_dict(trajectory))
+
+
+def item_order(record: dict[str, Any]) -> tuple:
+    """Sort key of an eval record: benchmark, sample id (numbers as numbers), mode, repeat."""
+    sample_id, k = str(record.get("sample_id", "")), str(record.get("k", 0))
+    number = (0, int(sample_id), "") if sample_id.isdigit() else (1, 0, sample_id)
+    mode = str(record.get("mode", ""))
+    return (str(record.get("benchmark", "")), number, mode, int(k) if k.isdigit() else 0)
 
 
 def mix_text_only(cfg: DataConfig, n_expert: int) -> list[RunTrajectory]:

@@ -129,7 +129,9 @@ class DemoReport:
             f"{c.data.text_items} text-only), SFT {c.sft.steps} steps x {c.sft.batch_size}, "
             f"GRPO {c.rl.steps} steps x {c.rl.prompts_per_step} prompts x G={c.rl.group_size} "
             f"per arm and seed ({c.seeds} seeds), OPD {c.revue.steps} steps, held-out eval "
-            f"{c.eval.items} items x {{tool, notool}}, greedy. Wall time {total:.1f} min.",
+            f"{c.eval.items} items x {{tool, notool}}, greedy. Stage times add up to "
+            f"{total:.1f} min ({c.jobs} GRPO / OPD jobs at once: their times overlap, the run "
+            "took less; `beacon demo` prints its wall time).",
             "",
             "Intervals are 95% bootstrap intervals over seeds and items (`beacon.demo.stats`). "
             "MA, TE, Δ_TE, gain, harm and Text-Retain use the model's own easy/hard split "
