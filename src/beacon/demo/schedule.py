@@ -67,8 +67,7 @@ class _Schedule:
 
     def __init__(self, cfg: DemoConfig, stages: list[Stage], log: Log) -> None:
         self.cfg, self.stages, self.log = cfg, stages, log
-        self.timings_path = Path(cfg.out) / "timings.json"
-        path = self.timings_path
+        path = self.timings_path = Path(cfg.out) / "timings.json"
         self.timings: dict[str, float] = json.loads(path.read_text()) if path.exists() else {}
         self.start = time.perf_counter()
 
@@ -140,7 +139,7 @@ class _Schedule:
         total = (time.perf_counter() - self.start) / 60
         name = self.stages[n].name
         self.log(f"{self._tag(n)} {name}: done in {took:.0f} s ({total:.1f} min so far)")
-        self.timings[self.stages[n].name] = round(took, 1)  # resumed: the run that ended it
+        self.timings[name] = round(took, 1)  # resumed: the run that ended it
         self.timings_path.write_text(json.dumps(self.timings, indent=2) + "\n")
 
     def _tag(self, n: int) -> str:
