@@ -68,6 +68,24 @@ def jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def assert_fixed_text_is_phrases(out: Path, rows: list[dict]) -> None:
+    """The demo's training rows, as the real agent loop, sandbox and critic wrote them, hold
+    letters only inside the tokenizer's phrases: a drifted phrase (a path the sandbox no longer
+    writes, a segment split elsewhere) would leave its text one token per character."""
+    from beacon.engines.tokenizer import HFTokenizer
+    from beacon.images import ImageStore
+    from beacon.train.encode import encode_trajectory
+    from beacon.types import Trajectory
+
+    tokenizer = HFTokenizer.from_pretrained(str(out / "model"))
+    store = ImageStore(out / "sft" / "images")
+    for row in rows:
+        ids = encode_trajectory(Trajectory.from_dict(row), tokenizer, store.header).input_ids
+        pieces = [tokenizer.tokenizer.decode([i]) for i in ids]
+        letters = [p for p in pieces if len(p) == 1 and p.isalpha()]
+        assert not letters, f"{row['sample_id']}: letters outside phrases: {''.join(pieces)!r}"
+
+
 @pytest.mark.slow
 def test_quick_demo_survives_kill_and_resumes(tmp_path: Path) -> None:
     out = tmp_path / "demo"
@@ -97,6 +115,7 @@ def test_quick_demo_survives_kill_and_resumes(tmp_path: Path) -> None:
     sft = jsonl(out / "sft" / "trajectories.jsonl")
     assert len(sft) == json.loads((out / "sft" / "summary.json").read_text())["rows"] > 40
     assert Counter(t["metadata"]["source"] for t in sft) == {"scripted_expert": len(sft)}
+    assert_fixed_text_is_phrases(out, sft + jsonl(out / "teacher-data" / "trajectories.jsonl"))
 
     again = run(demo(out))
     assert again.returncode == 0, again.stderr

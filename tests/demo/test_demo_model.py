@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from beacon.agent.formats import THYME
+from beacon.agent.prompts import image_lines
 from beacon.benchmarks.synth_demo import coords, generate
 from beacon.demo.expert import ScriptedDemoExpert, crop_box, crop_code
 from beacon.demo.model import PHRASES, demo_tokenizer, make_demo_model
@@ -39,6 +40,17 @@ def test_phrases_are_one_token_and_digits_one_each(tokenizer) -> None:
         assert len(tokenizer.encode(phrase, add_special_tokens=False)) == 1, phrase
     box = coords((5, 42, 300, 447))
     assert len(tokenizer.encode(box, add_special_tokens=False)) == len(box)
+
+
+def test_a_sessions_path_and_size_lines_are_one_token_each(tokenizer) -> None:
+    """The lines a tool-mode prompt names its image with, as a real sandbox session writes
+    them for a `synth_demo` item (a PIL image): one phrase each, not ~50 characters."""
+    from beacon.sandbox import Sandbox, SandboxConfig
+
+    image = generate(1, 0).images[0]
+    with Sandbox(SandboxConfig(num_workers=1)) as sandbox, sandbox.session([image]) as session:
+        lines = image_lines(session.image_paths, [image])
+    assert len(tokenizer.encode(lines, add_special_tokens=False)) == 3  # path, "\n", size
 
 
 def test_checkpoint_is_deterministic_per_seed(tmp_path: Path) -> None:

@@ -16,10 +16,12 @@ from beacon.demo.teacher import TEACHER_DATA, build_teacher_set, conditioned, sc
 from beacon.engines.tokenizer import HFTokenizer
 from beacon.images import ImageStore
 from beacon.revue.conditioning import condition_messages, reflection_text
+from beacon.sandbox.inputs import PIL_INPUT_EXT
+from beacon.sandbox.sandbox import jailed_input_path
 from beacon.train.encode import encode_trajectory
 from beacon.types import Segment, Trajectory
 
-PATHS = ["/mnt/data/images/image_0.bmp"]
+PATHS = [jailed_input_path(0, PIL_INPUT_EXT)]
 
 
 @pytest.fixture(scope="module")
@@ -78,6 +80,20 @@ def test_reflection_follows_the_scripted_critic(tmp_path: Path) -> None:
     # A hard item answered without a crop has no sufficient state of its own: no anchor.
     unseen = scripted_reflection(tiny, expert_row(2, store, False), "CORRECT", "4", True)
     assert unseen.anchor is None
+
+
+@pytest.mark.parametrize("stage", ["CORRECT", "ACQUIRE", "READ"])
+@pytest.mark.parametrize("category", [0, 2])  # large (original suffices), tiny (crop)
+def test_reflections_are_phrases_and_values(tokenizer, tmp_path: Path, stage, category) -> None:
+    """A reflection's fixed text is the demo tokenizer's phrases: one token per character is
+    left only for the values (digits, the decoy's box)."""
+    store = ImageStore(tmp_path)
+    row = expert_row(category, store, crop=category == 2)
+    for anchor in (True, False):
+        r = scripted_reflection(generate(1, category), row, stage, "4", with_anchor=anchor)
+        ids = tokenizer.encode(reflection_text(r), [])
+        pieces = [tokenizer.tokenizer.decode([i]) for i in ids]
+        assert not [p for p in pieces if p.isalpha() and len(p) == 1], pieces
 
 
 def test_conditioned_row_encodes_to_the_opd_teachers_prompt(tmp_path: Path, tokenizer) -> None:

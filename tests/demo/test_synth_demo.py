@@ -8,7 +8,7 @@ import re
 import numpy as np
 import pytest
 
-from beacon.benchmarks import get_benchmark
+from beacon.benchmarks import get_benchmark, synth_demo
 from beacon.benchmarks.synth_demo import (
     CATEGORIES,
     DIFFICULTY,
@@ -64,6 +64,26 @@ def test_render_once_renders_an_item_once_within_its_block_only() -> None:
         assert generate(5, 3) is first  # the outer block's items are back
     assert np.array_equal(np.asarray(first.images[0]), np.asarray(fresh.images[0]))
     assert generate(5, 3) is not first
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_prerender_fills_the_block_with_the_items_load_yields(monkeypatch, processes) -> None:
+    """Rendered in a spawn pool (or here), the items are the ones `load` would render: same
+    pixels, question and facts; `load` then renders nothing more."""
+    monkeypatch.setattr(synth_demo, "_POOL_MIN", 0)  # a pool even for six items
+    plain, hinted_bench = get_benchmark("synth_demo"), get_benchmark(HINTED)
+    fresh = [*plain.load(limit=4, seed=9), *hinted_bench.load(limit=2, seed=9)]
+    with render_once():
+        synth_demo.prerender(
+            [*plain.item_keys(4, 9), *hinted_bench.item_keys(2, 9)], processes=processes
+        )
+        monkeypatch.setattr(synth_demo, "_generate", None)  # any render now would fail
+        loaded = [*plain.load(limit=4, seed=9), *hinted_bench.load(limit=2, seed=9)]
+    for a, b in zip(fresh, loaded, strict=True):
+        assert np.array_equal(np.asarray(a.images[0]), np.asarray(b.images[0]))
+        assert (a.id, a.question, a.answer, a.metadata) == (b.id, b.question, b.answer, b.metadata)
+    with pytest.raises(RuntimeError, match="render_once"):
+        synth_demo.prerender([(9, 0)], processes=1)
 
 
 def test_categories_cycle_and_difficulty_follows_the_category() -> None:

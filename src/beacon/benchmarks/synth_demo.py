@@ -28,9 +28,11 @@ font (the same on every machine) draws the digits.
 
 from __future__ import annotations
 
+import multiprocessing
 import random
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import replace
 from functools import lru_cache
@@ -147,6 +149,35 @@ def render_once() -> Iterator[None]:
             del _blocks[next(i for i, b in enumerate(_blocks) if b is items)]
 
 
+def prerender(keys: Iterable[tuple[int, int]], processes: int) -> None:
+    """Render the items `keys` ((seed, index) pairs) into the innermost `render_once` block,
+    `processes` at a time, so its later `generate` calls find them rendered.
+
+    Rendering is CPU work under the GIL: the demo's 4,200 training items take ~75 s in one
+    process. A spawn pool of `processes` renders them side by side (items are the same on
+    every machine, so who renders one does not matter); fewer than `_POOL_MIN` missing items,
+    or one process, render here, since a pool takes a second or two to start.
+    """
+    with _blocks_lock:
+        if not _blocks:
+            raise RuntimeError("prerender() fills a render_once() block; open one first")
+        memo = _blocks[-1]
+    missing = [key for key in dict.fromkeys(keys) if key not in memo]
+    if processes <= 1 or len(missing) < _POOL_MIN:
+        rendered = [_generate(*key) for key in missing]
+    else:
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(processes, mp_context=context) as pool:
+            seeds, indices = [k[0] for k in missing], [k[1] for k in missing]
+            rendered = list(pool.map(_generate, seeds, indices, chunksize=32))
+    with _blocks_lock:
+        for key, sample in zip(missing, rendered, strict=True):
+            memo.setdefault(key, sample)
+
+
+_POOL_MIN = 256
+
+
 def generate(seed: int, index: int) -> Sample:
     """Item `index` under `seed`: the same pixels, question and answer on every machine."""
     with _blocks_lock:
@@ -221,8 +252,14 @@ class SynthDemo(Benchmark):
         self, path: str | Path | None = None, limit: int | None = None, seed: int = 0
     ) -> Iterator[Sample]:
         """Generate `limit` items (default 200) under `seed`; `path` is not used."""
-        for index in generated_indices(self.name, path, limit, DEFAULT_SIZE):
-            yield generate(seed, index)
+        for key in self.item_keys(limit, seed, path):
+            yield generate(*key)
+
+    def item_keys(
+        self, limit: int | None = None, seed: int = 0, path: str | Path | None = None
+    ) -> list[tuple[int, int]]:
+        """The (seed, index) of each item `load` yields, for `prerender`."""
+        return [(seed, i) for i in generated_indices(self.name, path, limit, DEFAULT_SIZE)]
 
 
 def hinted(sample: Sample) -> Sample:
@@ -248,10 +285,16 @@ class SynthDemoHinted(Benchmark):
         self, path: str | Path | None = None, limit: int | None = None, seed: int = 0
     ) -> Iterator[Sample]:
         """Generate `limit` hinted search items (default 50) under `seed`; `path` is not used."""
+        for index, key in enumerate(self.item_keys(limit, seed, path)):
+            yield replace(hinted(generate(*key)), id=str(index))
+
+    def item_keys(
+        self, limit: int | None = None, seed: int = 0, path: str | Path | None = None
+    ) -> list[tuple[int, int]]:
+        """The (seed, index) of the `synth_demo` search item behind each hinted item."""
         search = CATEGORIES.index("search")
-        for index in generated_indices(self.name, path, limit, DEFAULT_SIZE // len(CATEGORIES)):
-            sample = hinted(generate(seed, index * len(CATEGORIES) + search))
-            yield replace(sample, id=str(index))
+        indices = generated_indices(self.name, path, limit, DEFAULT_SIZE // len(CATEGORIES))
+        return [(seed, i * len(CATEGORIES) + search) for i in indices]
 
 
 RL_MIX = ("large", "tiny", "large", "search")

@@ -20,8 +20,13 @@ from collections import Counter
 from pathlib import Path
 
 from beacon.agent.config import AgentConfig
-from beacon.benchmarks import get_benchmark
-from beacon.benchmarks.synth_demo import HINTED, SynthDemo, render_once
+from beacon.benchmarks.synth_demo import (
+    HINTED,
+    SynthDemo,
+    SynthDemoHinted,
+    prerender,
+    render_once,
+)
 from beacon.data.records import write_jsonl_atomic
 from beacon.data.scripted import create_scripted_app
 from beacon.data.stages import copy_image, image_keys, run_trajectories
@@ -52,8 +57,17 @@ def build_sft_data(cfg: DemoConfig, root: Path, progress: bool) -> dict[str, int
 
 def _build_sft_data(cfg: DemoConfig, root: Path, progress: bool) -> dict[str, int]:
     d = cfg.data
-    train = list(get_benchmark(TRAIN_BENCH).load(limit=d.train_items, seed=d.train_seed))
-    hinted = list(get_benchmark(HINTED).load(limit=d.hinted_items, seed=d.train_seed + 100))
+    train_bench, hinted_bench = SynthDemo(), SynthDemoHinted()
+    hinted_seed = d.train_seed + 100
+    prerender(
+        [
+            *train_bench.item_keys(d.train_items, d.train_seed),
+            *hinted_bench.item_keys(d.hinted_items, hinted_seed),
+        ],
+        processes=cfg.threads,
+    )
+    train = list(train_bench.load(limit=d.train_items, seed=d.train_seed))
+    hinted = list(hinted_bench.load(limit=d.hinted_items, seed=hinted_seed))
     easy_ids = [s.id for s in train if s.metadata["difficulty"] == "easy"][: d.text_items]
     expert = ScriptedDemoExpert([*train, *hinted], tool_bias=d.tool_bias, seed=d.train_seed)
     server = run_app_in_thread(create_scripted_app(expert, model_name=MODEL_NAME))

@@ -32,6 +32,10 @@ from beacon.engines.tiny import (
     TinyModelSpec,
     build_checkpoint,
 )
+from beacon.revue.conditioning import REFLECTION_HEADER
+from beacon.revue.scripted import GROUNDING
+from beacon.sandbox.inputs import PIL_INPUT_EXT
+from beacon.sandbox.sandbox import jailed_input_path
 
 DEMO_SPEC = TinyModelSpec(
     hidden_size=128,
@@ -47,6 +51,30 @@ DEMO_SPEC = TinyModelSpec(
     initializer_range=0.02,
 )
 
+REFLECTION_PHRASES = [
+    REFLECTION_HEADER,
+    "\nAnchor evidence: ",
+    " supporting image(s) placed after the original image.",
+    "the original.",
+    "\nQuery slot: ",
+    "\nObserved value: ",
+    '\nVisual fact: the image shows {"digit": ',
+    ', "glyph_px": ',
+    ', "decoy": null}',
+    ', "decoy": {"digit": ',
+    ', "box": [',
+    f"\nGrounding rule: {GROUNDING['rule']}",
+    "\nBreak point: first broken link ACQUIRE. Discrepancy: answered '",
+    "' without a view that shows the digit clearly",
+    "\nBreak point: first broken link READ. Discrepancy: answered '",
+    "' although its evidence shows '",
+    "\nBreak point: first broken link OTHER. Discrepancy: no final answer given",
+    "\nBreak point: none; this attempt's final answer is correct.",
+]
+"""The fixed text of the ReVuE teacher's reflections (`beacon.revue.conditioning.reflection_text`
+over the scripted critic's output, `beacon.revue.scripted`): most of a reflection-conditioned
+prompt, ~400 characters, would otherwise be one token per character."""
+
 PHRASES = [
     THYME.system_prompt,
     "You are a helpful assistant.",
@@ -54,7 +82,7 @@ PHRASES = [
     "system\n",
     "user\n",
     "assistant\n",
-    '### User Image Path: "/mnt/data/images/image_0.png"',
+    f'### User Image Path: "{jailed_input_path(0, PIL_INPUT_EXT)}"',
     '### User Image Size: "448x448"',
     "What digit is inside the box at (",
     "What digit is inside the box?",
@@ -63,11 +91,16 @@ PHRASES = [
     "The box is in ",
     " of the image.",
     *(cell_name(r, c) for r in range(len(ROWS)) for c in range(len(COLS))),
-    "<code>\n```python\nimage.crop((",
+    "\n```python\nimage.crop((",
     ")).show()\n```\n",
     "\n\n",
+    *REFLECTION_PHRASES,
 ]
-"""Fixed strings of the demo's episodes that become one token each (longest match wins)."""
+"""Fixed strings of the demo's episodes that become one token each (longest match wins).
+Each must be the text an episode really holds, split where the agent splits it: the code
+segment starts after `<code>` (a tag token of its own), the path line names the file the
+sandbox writes. A phrase that matches no episode costs nothing but leaves its text one token
+per character, so the demo's tests check real episodes and reflections for letter tokens."""
 
 CHARACTERS = [c for c in string.printable if c not in "\x0b\x0c\r"]
 

@@ -16,6 +16,9 @@ from PIL import Image
 from beacon.images import ImageError
 from beacon.types import ImageSource
 
+PIL_INPUT_EXT = ".bmp"
+"""The extension of an input given as a PIL image (stored as uncompressed BMP, see below)."""
+
 
 @dataclasses.dataclass
 class SessionInput:
@@ -44,7 +47,7 @@ def _encoded_copy(source: ImageSource, max_pixels: int) -> tuple[bytes, str, tup
         _check_pixels(source.size, max_pixels)
         buf = io.BytesIO()
         (source if source.mode == "RGB" else source.convert("RGB")).save(buf, format="BMP")
-        return buf.getvalue(), ".bmp", source.size
+        return buf.getvalue(), PIL_INPUT_EXT, source.size
     data = source if isinstance(source, bytes) else _read_file(source)
     try:
         with Image.open(io.BytesIO(data)) as img:

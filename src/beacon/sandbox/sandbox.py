@@ -57,6 +57,19 @@ _OUTPUT = "temp_processed_images"
 _OWN_FILES = 64  # inodes of the sandbox's own files in a session folder, beyond the quota
 
 
+def input_name(index: int, ext: str) -> str:
+    """File name of input image `index`: model code finds it as `/mnt/data/images/<name>`
+    under bwrap, the path its prompt names (`jailed_input_path`)."""
+    return f"image_{index}{ext}"
+
+
+def jailed_input_path(index: int, ext: str) -> str:
+    """The path a bwrap-isolated session shows its model for input image `index`; fixed, so a
+    prompt's path line is the same text in every episode (a tokenizer can hold it as one token,
+    as the demo's does)."""
+    return os.path.join(_JAIL_VIEW, _INPUTS, input_name(index, ext))
+
+
 class Sandbox:
     """A pool of jailed, pre-forked workers that run untrusted code for many sessions at once.
 
@@ -268,7 +281,7 @@ class Session:
         """Write a readable copy of each input image and its raw pixels (read-only to the code)."""
         paths = []
         for i, image in enumerate(inputs):
-            path = os.path.join(self.dir, _INPUTS, f"image_{i}{image.ext}")
+            path = os.path.join(self.dir, _INPUTS, input_name(i, image.ext))
             raw = os.path.join(self.dir, _PIXELS, f"image_{i}.rgbx")
             for target, data in ((path, image.data), (raw, image.pixels)):
                 with open(target, "wb") as f:
