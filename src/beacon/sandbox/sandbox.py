@@ -239,8 +239,12 @@ class Session:
         self.dir = os.path.join(sandbox.root, self.key)  # on the host
         self.host_output_dir = os.path.join(self.dir, _OUTPUT)
         self.state_path = os.path.join(self.dir, "state", "vars.pkl")
-        view = _JAIL_VIEW if sandbox.isolation == "bwrap" else self.dir
-        self.output_dir = os.path.join(view, _OUTPUT)  # as model code sees it
+        jailed = sandbox.isolation == "bwrap"
+        # Where model code sees its outputs and inputs; the input paths are shown in the prompt.
+        self.output_dir = os.path.join(_JAIL_VIEW if jailed else self.dir, _OUTPUT)
+        self.pixel_files = [
+            os.path.join(self.dir, _PIXELS, input_name(i, ".rgbx")) for i in range(len(inputs))
+        ]
         try:
             self._make_folders(sum(len(i.data) + len(i.pixels) for i in inputs))
             self.host_image_paths = self._store_inputs(inputs)
@@ -248,12 +252,11 @@ class Session:
             folders.remove_tree(self.dir)
             raise
         self.image_sizes = [i.size for i in inputs]
-        self.pixel_files = [
-            os.path.join(self.dir, _PIXELS, f"image_{i}.rgbx") for i in range(len(inputs))
-        ]
-        self.image_paths = [  # as model code sees them; shown to the model in the prompt
-            os.path.join(view, _INPUTS, os.path.basename(p)) for p in self.host_image_paths
-        ]
+        self.image_paths = (
+            [jailed_input_path(i, image.ext) for i, image in enumerate(inputs)]
+            if jailed
+            else list(self.host_image_paths)
+        )
 
     def _make_folders(self, input_bytes: int) -> None:
         """The session's folder, entered only by its uid; a quota-limited tmpfs as root."""
@@ -280,9 +283,8 @@ class Session:
     def _store_inputs(self, inputs: list[SessionInput]) -> list[str]:
         """Write a readable copy of each input image and its raw pixels (read-only to the code)."""
         paths = []
-        for i, image in enumerate(inputs):
+        for i, (image, raw) in enumerate(zip(inputs, self.pixel_files, strict=True)):
             path = os.path.join(self.dir, _INPUTS, input_name(i, image.ext))
-            raw = os.path.join(self.dir, _PIXELS, f"image_{i}.rgbx")
             for target, data in ((path, image.data), (raw, image.pixels)):
                 with open(target, "wb") as f:
                     f.write(data)
