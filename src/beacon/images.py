@@ -10,14 +10,17 @@ import base64
 import hashlib
 import io
 import os
+import struct
 import threading
 import weakref
+import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Generic, TypeVar
 
+import numpy as np
 from PIL import Image
 
 from beacon.types import ImageSource
@@ -78,10 +81,54 @@ def _read_bytes(source: str | Path | bytes) -> bytes:
 
 
 def encode_png(image: Image.Image, compress_level: int = 1) -> bytes:
-    """PNG bytes at a fast compression level (level 6 costs more than the image work itself)."""
+    """PNG bytes at a fast compression level (level 6 costs more than the image work itself).
+
+    8-bit L, RGB and RGBA images without PNG metadata (ICC profile, transparency) are written by
+    `_sub_filtered_png`; the rest by PIL, which also writes that metadata.
+    """
+    plain = not any(name in image.info for name in _PNG_INFO)
+    if image.mode in _PNG_COLOR_TYPE and plain and image.width and image.height:
+        return _sub_filtered_png(image, compress_level)
     buf = io.BytesIO()
     image.save(buf, format="PNG", compress_level=compress_level)
     return buf.getvalue()
+
+
+_PNG_COLOR_TYPE = {"L": 0, "RGB": 2, "RGBA": 6}  # PNG's colour type of each 8-bit mode
+_PNG_INFO = ("icc_profile", "transparency", "default_image")  # `info` entries PIL's writer reads
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def _sub_filtered_png(image: Image.Image, compress_level: int) -> bytes:
+    """A standard PNG with filter 1 ("Sub") on every row and zlib's run-length strategy.
+
+    Why not PIL's writer: it tries all five filters on every row and keeps the best, which cost
+    24.7 ms for a 448x448 `synth_demo` image, 11.3 ms for a 1024x768 `synth` chart and 71 ms
+    for a 1024x768 photo at level 1, a quarter of the main process's CPU in the demo's data
+    stage. Sub alone (each byte minus the same channel's byte to its left, one numpy
+    subtraction) with `Z_RLE` took 6.1, 4.7 and 21 ms, for files 0.97, 0.56 and 1.02 times the
+    size of PIL's; numpy and zlib run without the GIL (`benchmarks/png_encode.py`).
+    """
+    pixels = np.asarray(image)
+    height, width = image.height, image.width
+    channels = len(image.getbands())
+    rows = pixels.reshape(height, width * channels)
+    filtered = np.empty((height, width * channels + 1), dtype=np.uint8)
+    filtered[:, 0] = 1  # the filter-type byte of each row
+    filtered[:, 1 : 1 + channels] = rows[:, :channels]
+    np.subtract(rows[:, channels:], rows[:, :-channels], out=filtered[:, 1 + channels :])
+    deflate = zlib.compressobj(compress_level, zlib.DEFLATED, 15, 8, zlib.Z_RLE)
+    data = deflate.compress(filtered) + deflate.flush()
+    header = struct.pack(">IIBBBBB", width, height, 8, _PNG_COLOR_TYPE[image.mode], 0, 0, 0)
+    return b"".join(
+        (_PNG_SIGNATURE, _png_chunk(b"IHDR", header), _png_chunk(b"IDAT", data),
+         _png_chunk(b"IEND", b""))
+    )  # fmt: skip
+
+
+def _png_chunk(kind: bytes, data: bytes) -> bytes:
+    crc = zlib.crc32(data, zlib.crc32(kind))
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", crc)
 
 
 class PerImage(Generic[T]):
@@ -124,8 +171,6 @@ def image_key(image: Image.Image) -> str:
     digest.update(image.tobytes())
     return digest.hexdigest()
 
-
-_PNG_INFO = ("icc_profile", "transparency", "default_image")
 
 pixel_key: PerImage[str] = PerImage(image_key)
 """`image_key(image)`, hashed once per live image: the store and `png_bytes` both need it."""

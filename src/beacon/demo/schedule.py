@@ -57,8 +57,12 @@ def run_stages(cfg: DemoConfig, log: Log) -> None:
     The evaluation, GRPO and OPD stages load the same ~600 synthetic items (held-out, RL and OPD
     pools): one `render_once` block over all stages renders each once (~360 MB held), instead
     of ~7,000 renders at ~17 ms; the data stage keeps its training items in a block of its own.
+    One `shared_pixels` block lets the three SFT runs of this process (the cold start, the
+    teacher's, the student's) process each stored image once, not once per run.
     """
-    with render_once():
+    from beacon.train.collate import shared_pixels
+
+    with render_once(), shared_pixels():
         _Schedule(cfg, DemoStages(cfg).stages(), log).run()
 
 
