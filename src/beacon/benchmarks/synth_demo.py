@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import multiprocessing
 import random
-import threading
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
@@ -42,6 +41,7 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
 from beacon.benchmarks.base import Benchmark, generated_indices, register
+from beacon.blocks import NestedBlocks
 from beacon.types import Sample
 
 SIZE = 448
@@ -122,8 +122,7 @@ def _overlap(a: Box, b: Box) -> bool:
     return not (a[2] + 6 < b[0] or b[2] + 6 < a[0] or a[3] + 6 < b[1] or b[3] + 6 < a[1])
 
 
-_blocks: list[dict[tuple[int, int], Sample]] = []  # the open `render_once` blocks' items
-_blocks_lock = threading.Lock()
+_blocks: NestedBlocks[dict[tuple[int, int], Sample]] = NestedBlocks(dict)  # `render_once`'s
 
 
 @contextmanager
@@ -139,14 +138,8 @@ def render_once() -> Iterator[None]:
     used (so the data stage's 4,200 training items, ~2.5 GB, live only as long as that stage).
     A returned image must not be changed in place (loaders copy).
     """
-    items: dict[tuple[int, int], Sample] = {}
-    with _blocks_lock:
-        _blocks.append(items)
-    try:
+    with _blocks.block():
         yield
-    finally:
-        with _blocks_lock:
-            del _blocks[next(i for i, b in enumerate(_blocks) if b is items)]
 
 
 def prerender(keys: Iterable[tuple[int, int]], processes: int) -> None:
@@ -158,10 +151,9 @@ def prerender(keys: Iterable[tuple[int, int]], processes: int) -> None:
     every machine, so who renders one does not matter); fewer than `_POOL_MIN` missing items,
     or one process, render here, since a pool takes a second or two to start.
     """
-    with _blocks_lock:
-        if not _blocks:
-            raise RuntimeError("prerender() fills a render_once() block; open one first")
-        memo = _blocks[-1]
+    memo = _blocks.innermost()
+    if memo is None:
+        raise RuntimeError("prerender() fills a render_once() block; open one first")
     missing = [key for key in dict.fromkeys(keys) if key not in memo]
     if processes <= 1 or len(missing) < _POOL_MIN:
         rendered = [_generate(*key) for key in missing]
@@ -170,9 +162,8 @@ def prerender(keys: Iterable[tuple[int, int]], processes: int) -> None:
         with ProcessPoolExecutor(processes, mp_context=context) as pool:
             seeds, indices = [k[0] for k in missing], [k[1] for k in missing]
             rendered = list(pool.map(_generate, seeds, indices, chunksize=32))
-    with _blocks_lock:
-        for key, sample in zip(missing, rendered, strict=True):
-            memo.setdefault(key, sample)
+    for key, sample in zip(missing, rendered, strict=True):
+        memo.setdefault(key, sample)  # as `generate` does: a concurrent render may be there
 
 
 _POOL_MIN = 256
@@ -180,8 +171,7 @@ _POOL_MIN = 256
 
 def generate(seed: int, index: int) -> Sample:
     """Item `index` under `seed`: the same pixels, question and answer on every machine."""
-    with _blocks_lock:
-        memo = _blocks[-1] if _blocks else None
+    memo = _blocks.innermost()
     if memo is None:
         return _generate(seed, index)
     sample = memo.get((seed, index))

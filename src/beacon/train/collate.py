@@ -18,7 +18,6 @@ CPU path and eager attention lack.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from typing import Any
 import torch
 from PIL import Image
 
+from beacon.blocks import NestedBlocks
 from beacon.images import Recent
 from beacon.train.encode import EncodedTrajectory
 
@@ -62,14 +62,16 @@ class PixelCache:
         self.image_processor = image_processor
         self.load_image = load_image
         self.merge = int(getattr(image_processor, "merge_size", 2))
-        shared = _shared_cache(image_processor, budget)
-        if shared is None:
-            self.get: Callable[[str], ImagePixels] = Recent(self._process, str, _nbytes, budget)
-        else:
-            self.get = lambda key: shared((key, self.load_image))
-
-    def _process(self, key: str) -> ImagePixels:
-        return _processed(self.image_processor, self.load_image(key))
+        processed: _Processed = Recent(
+            lambda source: _processed(image_processor, source[1](source[0])),
+            lambda source: source[0],
+            _nbytes,
+            budget,
+        )
+        block = _pixel_blocks.innermost()
+        if block is not None:  # the block's cache for these settings, this one if it is new
+            processed = block.setdefault(image_processor.to_json_string(), processed)
+        self.get: Callable[[str], ImagePixels] = lambda key: processed((key, self.load_image))
 
     def tokens(self, key: str) -> int:
         return int(self.get(key).grid_thw.prod()) // (self.merge**2)
@@ -80,9 +82,9 @@ def _processed(image_processor: Any, image: Image.Image) -> ImagePixels:
     return ImagePixels(out["pixel_values"], out["image_grid_thw"][0])
 
 
-_Shared = Recent[tuple[str, Callable[[str], Image.Image]], ImagePixels]
-_shared_blocks: list[dict[str, _Shared]] = []
-_shared_lock = threading.Lock()
+_Processed = Recent[tuple[str, Callable[[str], Image.Image]], ImagePixels]
+"""(image key, the loader to call if it is not held) -> processed image, keyed by the key."""
+_pixel_blocks: NestedBlocks[dict[str, _Processed]] = NestedBlocks(dict)
 
 
 @contextmanager
@@ -92,36 +94,13 @@ def shared_pixels() -> Iterator[None]:
 
     An image store's key is the hash of the image's pixels, so one key is one image in any
     store, and equal processor settings give it equal pixel values. The demo's three SFT runs
-    in one process (the cold start, the teacher's, the student's) read the same ~7,700 stored
+    in one process (the cold start, the teacher's, the student's) read the same ~7,200 stored
     images, and each run's first epoch spent ~40 s loading and processing them; a held image is
     ~0.3 MB (2.3 GB for all; the first cache's budget bounds the block's). An image not yet
     held is loaded by the `load_image` of the cache that asked for it.
     """
-    block: dict[str, _Shared] = {}
-    with _shared_lock:
-        _shared_blocks.append(block)
-    try:
+    with _pixel_blocks.block():
         yield
-    finally:
-        with _shared_lock:
-            del _shared_blocks[next(i for i, b in enumerate(_shared_blocks) if b is block)]
-
-
-def _shared_cache(image_processor: Any, budget: int) -> _Shared | None:
-    """The innermost block's cache for these processor settings (made now if new), else None."""
-    with _shared_lock:
-        if not _shared_blocks:
-            return None
-        block = _shared_blocks[-1]
-        settings = image_processor.to_json_string()
-        if settings not in block:
-            block[settings] = Recent(
-                lambda source: _processed(image_processor, source[1](source[0])),
-                lambda source: source[0],
-                _nbytes,
-                budget,
-            )
-        return block[settings]
 
 
 def _nbytes(pixels: ImagePixels) -> int:
