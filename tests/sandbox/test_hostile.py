@@ -220,6 +220,39 @@ ATTACKS = [
     Attack("signals", "kill-everything", "os.kill(-1, 9)"),
     Attack("signals", "kill-init", "os.kill(1, 9)"),
     Attack("signals", "kill-own-group", "os.killpg(os.getpgid(0), 9)"),
+    # --- scheduling: spares wait at SCHED_IDLE and the worker may move processes back, so
+    # the code must not be able to do either, to itself or to the worker
+    Attack(
+        "scheduling",
+        "realtime-self",
+        "os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))\nprint('PWNED')",
+        error_has="PermissionError",
+    ),
+    Attack(
+        "scheduling",
+        "raise-own-priority",
+        "os.setpriority(os.PRIO_PROCESS, 0, -10)\nprint('PWNED')",
+        error_has="PermissionError",
+    ),
+    Attack(
+        "scheduling",
+        "idle-the-worker",
+        "os.sched_setscheduler(os.getppid(), os.SCHED_IDLE, os.sched_param(0))\nprint('PWNED')",
+        error_has="PermissionError",
+    ),
+    Attack(
+        "scheduling",
+        "nice-the-worker",
+        "os.setpriority(os.PRIO_PROCESS, os.getppid(), 19)\nprint('PWNED')",
+        error_has="PermissionError",
+    ),
+    Attack(
+        "scheduling",
+        "capabilities-left",
+        "caps = [ln.split() for ln in open('/proc/self/status') if ln.startswith('Cap')]\n"
+        "print('PWNED' if any(int(v, 16) for k, v in caps if k[3:6] in 'PrmEffAmb') else 'none')",
+        outcome="ok",
+    ),
     Attack(
         "signals",
         "pthread-kill",

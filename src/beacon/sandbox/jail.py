@@ -101,7 +101,7 @@ def _bwrap_prefix(root_dir: str) -> list[str]:
         args += ["--cap-drop", "ALL"]
         args += [
             w
-            for cap in ("SETUID", "SETGID", "KILL", "DAC_OVERRIDE")
+            for cap in ("SETUID", "SETGID", "KILL", "DAC_OVERRIDE", "SYS_NICE")
             for w in ("--cap-add", f"CAP_{cap}")
         ]
     else:

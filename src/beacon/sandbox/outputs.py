@@ -21,6 +21,8 @@ THYME_OUTPUT_DIR = "/mnt/data/temp_processed_images/"
 _IMAGE_PATH = re.compile(r"[^\s'\"<>(),\[\]]+\.(?:png|jpe?g|bmp|gif|webp|tiff?)\b", re.IGNORECASE)
 _MAX_CROP_NOTES = 3
 """Clamped crops noted one by one; further ones are counted in the last note."""
+_PRISTINE = (Image.Image.show, plt.show, Image.Image.crop)
+"""What `capture_shows` and `clamp_crops` replace, for `restore` (and wrapped by the latter)."""
 
 
 def crop_notes(clamped: list[str]) -> list[str]:
@@ -53,7 +55,7 @@ def capture_shows(shown: list, max_pixels: int, refused: list[str]) -> None:
 
 def clamp_crops(min_size: int, clamped: list[str]) -> None:
     """Make `Image.crop` clamp its box into the image, noting each box it changes."""
-    original = Image.Image.crop
+    original = _PRISTINE[2]
 
     def crop(img: Image.Image, box: Any = None) -> Image.Image:
         if box is not None:
@@ -68,6 +70,11 @@ def clamp_crops(min_size: int, clamped: list[str]) -> None:
         return original(img, box)
 
     Image.Image.crop = crop
+
+
+def restore() -> None:
+    """Undo `capture_shows` and `clamp_crops` (after a rehearsal: the real call may not clamp)."""
+    Image.Image.show, plt.show, Image.Image.crop = _PRISTINE
 
 
 def _short(text: str) -> str:

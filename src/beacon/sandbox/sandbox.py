@@ -55,6 +55,10 @@ _INPUTS = "images"
 _PIXELS = "pixels"
 _OUTPUT = "temp_processed_images"
 _OWN_FILES = 64  # inodes of the sandbox's own files in a session folder, beyond the quota
+_HUGE_PAGES = "huge=within_size"
+"""A session's tmpfs keeps files of 2 MB and more on huge pages: a call's code then reads its
+mapped input pixels with one page fault per 2 MB instead of one per 64 KB (a 1200x900 crop of a
+4000x3000 input: ~210 faults, ~1.2 ms, down to 1)."""
 
 
 def input_name(index: int, ext: str) -> str:
@@ -266,9 +270,11 @@ class Session:
         if self._sandbox.quotas:
             size_kb = (input_bytes >> 10) + (cfg.session_disk_mb << 10) + 64
             inodes = cfg.session_files + _OWN_FILES
-            folders.mount_tmpfs(
-                self.dir, f"size={size_kb}k,nr_inodes={inodes},mode={mode:o},uid=0,gid={gid}"
-            )
+            options = f"size={size_kb}k,nr_inodes={inodes},mode={mode:o},uid=0,gid={gid}"
+            try:
+                folders.mount_tmpfs(self.dir, f"{options},{_HUGE_PAGES}")
+            except OSError:  # a kernel without transparent huge pages for tmpfs
+                folders.mount_tmpfs(self.dir, options)
         else:
             os.chown(self.dir, 0, gid)
             os.chmod(self.dir, mode)

@@ -1,0 +1,104 @@
+"""Spares: each warms up (a rehearsal, at idle priority) before its request, and runs the
+request's code like any other process. Speed is measured in benchmarks/sandbox_latency.py;
+these tests check what the warm-up must and must not leave behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+import beacon.sandbox
+from beacon.sandbox import Sandbox
+
+from .helpers import assert_benign_call_works, make_image, tight_config
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="idle spares and quotas need root")
+
+REHEARSE = """
+import json, os, sys
+sys.path.insert(0, sys.argv[1])
+import matplotlib.pyplot as plt
+from PIL import Image
+import episode, wire
+pristine = (Image.Image.show, plt.show, Image.Image.crop)
+fds = sorted(os.listdir("/proc/self/fd"))
+frame = wire.decode_frame(b"".join(episode.rehearse()), wire.FrameLimits(1 << 16, 4, 1 << 16))
+meta = frame.header
+print(json.dumps({
+    "stdout": meta["stdout"], "error": meta["error"], "notes": meta["notes"],
+    "images": meta["images"], "pixels": [len(b) for b in frame.blobs],
+    "restored": (Image.Image.show, plt.show, Image.Image.crop) == pristine,
+    "cwd": os.getcwd(),
+    "fds_kept": sorted(os.listdir("/proc/self/fd")) == fds,
+}))
+"""
+
+
+def test_rehearsal_runs_a_call_in_miniature_and_undoes_its_patches(tmp_path: Path) -> None:
+    """In a process of its own: the rehearsal patches Image.show, plt.show and Image.crop."""
+    folder = os.path.dirname(beacon.sandbox.__file__)
+    out = subprocess.run(
+        [sys.executable, "-c", REHEARSE, folder],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    got = json.loads(out.stdout)
+    assert got["stdout"].startswith(tempfile.gettempdir())
+    assert got["stdout"].endswith("/rehearsal.png (1, 1)\n")
+    assert got["error"] is None and got["notes"] == []
+    assert [(i["mode"], i["width"], i["height"]) for i in got["images"]] == [("RGB", 1, 1)]
+    assert got["pixels"] == [3]
+    assert got["restored"] and got["fds_kept"]
+    assert got["cwd"] == str(tmp_path)
+    assert not os.path.exists(got["stdout"].split()[0].rsplit("/", 1)[0])  # its folder is gone
+
+
+def test_the_code_runs_at_normal_priority_with_no_capability() -> None:
+    """A spare waits at SCHED_IDLE; the code it runs for a request must not."""
+    with Sandbox(tight_config(num_workers=1)) as sb, sb.session(images=[make_image()]) as s:
+        first = s.run("print(os.sched_getscheduler(0), os.getpriority(os.PRIO_PROCESS, 0))")
+        again = s.run("print(os.sched_getscheduler(0), os.getpriority(os.PRIO_PROCESS, 0))")
+        assert_benign_call_works(s)
+    for result in (first, again):
+        assert result.ok, result.error
+        assert result.stdout == f"{os.SCHED_OTHER} 0\n"
+
+
+@needs_root
+def test_waiting_spares_and_their_template_are_idle() -> None:
+    """As root the worker keeps CAP_SYS_NICE: the template and the spare it forked wait at
+    SCHED_IDLE, so their forks and warm-ups never take a core from a running call."""
+    with Sandbox(tight_config(num_workers=1)) as sb, sb.session(images=[make_image()]) as s:
+        assert s.run("x = 1").ok
+        worker = sb.worker_pids()[0]
+        policies: dict[int, int] = {}
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # the answered child ends, the next spare comes
+            children = Path(f"/proc/{worker}/task/{worker}/children").read_text().split()
+            policies = {int(pid): os.sched_getscheduler(int(pid)) for pid in children}
+            if sorted(policies.values()) == [os.SCHED_IDLE, os.SCHED_IDLE]:
+                break
+            time.sleep(0.05)
+    assert sorted(policies.values()) == [os.SCHED_IDLE, os.SCHED_IDLE]
+
+
+@needs_root
+def test_session_folders_keep_large_files_on_huge_pages() -> None:
+    """The input pixels are mapped by every call; on huge pages a crop of a large input faults
+    once per 2 MB instead of once per 64 KB."""
+    if not Path("/sys/kernel/mm/transparent_hugepage").exists():
+        pytest.skip("this kernel has no transparent huge pages")
+    with Sandbox(tight_config(num_workers=1)) as sb, sb.session(images=[make_image()]) as s:
+        mounts = Path("/proc/self/mounts").read_text().splitlines()
+        options = [line.split()[3] for line in mounts if line.split()[1] == s.dir]
+    assert len(options) == 1
+    assert "huge=within_size" in options[0].split(",")
