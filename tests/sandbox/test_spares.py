@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -16,10 +17,21 @@ import pytest
 
 import beacon.sandbox
 from beacon.sandbox import Sandbox
+from beacon.sandbox.jail import WORKER_CAPABILITIES
 
 from .helpers import assert_benign_call_works, make_image, tight_config
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="idle spares and quotas need root")
+CAP_BITS = sum(1 << bit for bit in WORKER_CAPABILITIES.values())
+
+WITHOUT_SYS_NICE = """
+from pathlib import Path
+from beacon.sandbox import Sandbox, SandboxConfig
+with Sandbox(SandboxConfig(num_workers=1)) as sb, sb.session() as s:
+    r = s.run("print(os.sched_getscheduler(0))")
+    status = Path(f"/proc/{sb.worker_pids()[0]}/status").read_text().splitlines()
+    print(r.ok, r.stdout.strip(), [line.split()[1] for line in status if "CapEff" in line][0])
+"""
 
 REHEARSE = """
 import json, os, sys
@@ -102,3 +114,17 @@ def test_session_folders_keep_large_files_on_huge_pages() -> None:
         options = [line.split()[3] for line in mounts if line.split()[1] == s.dir]
     assert len(options) == 1
     assert "huge=within_size" in options[0].split(",")
+
+
+@needs_root
+@pytest.mark.skipif(shutil.which("setpriv") is None, reason="needs setpriv (util-linux)")
+def test_without_cap_sys_nice_the_worker_keeps_only_the_others() -> None:
+    """In a container without CAP_SYS_NICE (Docker's default) bwrap must not be asked for it:
+    bubblewrap 0.8 then drops no capability at all. Spares stay at normal scheduling there."""
+    drop = ["setpriv", "--bounding-set", "-sys_nice", "--inh-caps", "-sys_nice"]
+    out = subprocess.run(
+        [*drop, sys.executable, "-c", WITHOUT_SYS_NICE], capture_output=True, text=True, check=True
+    )
+    ok, policy, effective = out.stdout.split()
+    assert (ok, policy) == ("True", str(os.SCHED_OTHER))
+    assert int(effective, 16) == CAP_BITS & ~(1 << WORKER_CAPABILITIES["SYS_NICE"])

@@ -7,8 +7,7 @@ Layers, strongest first:
   `/home`, `/root`, `/work` or host `/tmp`), mounted read-only; private `/tmp`, `/dev` and
   `/proc`; the sandbox's root folder bound read-write at its own path. As root, no user
   namespace is made (so children can drop to other uids) and the worker keeps only
-  CAP_SETUID, CAP_SETGID, CAP_KILL and CAP_DAC_OVERRIDE (to enter and clean the sessions'
-  folders, which belong to the sessions' uids).
+  `WORKER_CAPABILITIES`, of those this process holds.
 - **unshare** (util-linux): the same namespaces, but the host file system stays visible
   (read access is then limited only by file permissions and the dropped uid).
 - **none**: no namespaces; only the per-call rlimits, uid drop and seccomp filter apply. Must be
@@ -91,6 +90,26 @@ def worker_env(root_dir: str) -> dict[str, str]:
     }
 
 
+WORKER_CAPABILITIES = {"DAC_OVERRIDE": 1, "KILL": 5, "SETGID": 6, "SETUID": 7, "SYS_NICE": 23}
+"""What a worker keeps as root, by capability number: entering and cleaning the sessions'
+folders (they belong to the sessions' uids), dropping to those uids, and moving idle spares
+back to normal scheduling."""
+
+
+def held_capabilities() -> int:
+    """The capability bits this process has and may pass on (effective and bounding sets).
+
+    Only these may be asked of bwrap: bubblewrap 0.8 asked for one outside the bounding set (a
+    container without CAP_SYS_NICE, Docker's default) drops no capability at all.
+    """
+    sets = {}
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(("CapEff:", "CapBnd:")):
+            name, value = line.split(":")
+            sets[name] = int(value, 16)
+    return sets.get("CapEff", 0) & sets.get("CapBnd", 0)
+
+
 def _bwrap_prefix(root_dir: str) -> list[str]:
     # No --die-with-parent: its PR_SET_PDEATHSIG fires when the *thread* that started bwrap
     # exits. A worker instead exits when its stdin closes, which also happens if we die.
@@ -98,12 +117,11 @@ def _bwrap_prefix(root_dir: str) -> list[str]:
     args += ["--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
     args += ["--unshare-cgroup-try"]
     if os.geteuid() == 0:
+        held = held_capabilities()
         args += ["--cap-drop", "ALL"]
-        args += [
-            w
-            for cap in ("SETUID", "SETGID", "KILL", "DAC_OVERRIDE", "SYS_NICE")
-            for w in ("--cap-add", f"CAP_{cap}")
-        ]
+        for cap, bit in WORKER_CAPABILITIES.items():
+            if held >> bit & 1:
+                args += ["--cap-add", f"CAP_{cap}"]
     else:
         args += ["--unshare-user"]
     # private /proc, /dev and /tmp first, so that binds below them (a venv or the sandbox's
