@@ -9,7 +9,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -41,7 +40,8 @@ from PIL import Image
 import episode, wire
 pristine = (Image.Image.show, plt.show, Image.Image.crop)
 fds = sorted(os.listdir("/proc/self/fd"))
-frame = wire.decode_frame(b"".join(episode.rehearse()), wire.FrameLimits(1 << 16, 4, 1 << 16))
+parts = episode.rehearse(sys.argv[2])
+frame = wire.decode_frame(b"".join(parts), wire.FrameLimits(1 << 16, 4, 1 << 16))
 meta = frame.header
 print(json.dumps({
     "stdout": meta["stdout"], "error": meta["error"], "notes": meta["notes"],
@@ -56,22 +56,23 @@ print(json.dumps({
 def test_rehearsal_runs_a_call_in_miniature_and_undoes_its_patches(tmp_path: Path) -> None:
     """In a process of its own: the rehearsal patches Image.show, plt.show and Image.crop."""
     folder = os.path.dirname(beacon.sandbox.__file__)
+    (tmp_path / "scratch").mkdir()
     out = subprocess.run(
-        [sys.executable, "-c", REHEARSE, folder],
+        [sys.executable, "-c", REHEARSE, folder, str(tmp_path / "scratch")],
         cwd=tmp_path,
         capture_output=True,
         text=True,
         check=True,
     )
     got = json.loads(out.stdout)
-    assert got["stdout"].startswith(tempfile.gettempdir())
+    assert got["stdout"].startswith(str(tmp_path / "scratch" / "rehearsal-"))
     assert got["stdout"].endswith("/rehearsal.png (1, 1)\n")
     assert got["error"] is None and got["notes"] == []
     assert [(i["mode"], i["width"], i["height"]) for i in got["images"]] == [("RGB", 1, 1)]
     assert got["pixels"] == [3]
     assert got["restored"] and got["fds_kept"]
     assert got["cwd"] == str(tmp_path)
-    assert not os.path.exists(got["stdout"].split()[0].rsplit("/", 1)[0])  # its folder is gone
+    assert list((tmp_path / "scratch").iterdir()) == []  # its folder is gone
 
 
 def test_the_code_runs_at_normal_priority_with_no_capability() -> None:

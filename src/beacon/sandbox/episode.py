@@ -338,7 +338,7 @@ REHEARSAL = (
 """A call in miniature: crop, resize, show and print, like the model's usual first call."""
 
 
-def rehearse() -> list[wire.Bytes]:
+def rehearse(scratch: str) -> list[wire.Bytes]:
     """Run `REHEARSAL` on a 2x2 image through `prepare` and `execute`, and return its frame.
 
     A spare runs this while it waits for its request. The spare is a fresh fork, so the first
@@ -346,15 +346,16 @@ def rehearse() -> list[wire.Bytes]:
     namespace dict) copies that page: about 400 page faults in a call that only sets `x = 1`,
     2 ms of its 4 ms inside the child on the development VM. A rehearsal takes those copies
     off the call's clock; the real call then faults only on what it alone touches. It holds no
-    session's data (its image is 16 zero bytes in a memfd, its folder a new temporary one,
-    removed after it), and it undoes its patches of `Image.show`, `plt.show` and `Image.crop`,
-    its state lock and its change of folder.
+    session's data (its image is 16 zero bytes in a memfd, its folder a new one in `scratch`,
+    removed after it: the worker's code folder, inside the sandbox's root, so that a spare
+    killed mid-rehearsal leaves nothing outside it), and it undoes its patches of `Image.show`,
+    `plt.show` and `Image.crop`, its state lock and its change of folder.
     """
     pixels = os.memfd_create("beacon-rehearsal")
     home = os.getcwd()
     ep = None
     try:
-        with tempfile.TemporaryDirectory(prefix="beacon-rehearsal-") as folder:
+        with tempfile.TemporaryDirectory(prefix="rehearsal-", dir=scratch) as folder:
             os.write(pixels, bytes(2 * 2 * 4))
             request = wire.RunRequest(
                 session="rehearsal", code=REHEARSAL, call=1, uid=None,

@@ -66,6 +66,7 @@ _CLONE_PARENT = 0x00008000
 _SYS_CLONE = {"x86_64": 56, "aarch64": 220, "riscv64": 220, "ppc64le": 120}.get(platform.machine())
 _PID = struct.Struct("<q")
 _PAGE_KB = os.sysconf("SC_PAGE_SIZE") >> 10
+_CODE_DIR = os.path.dirname(os.path.abspath(__file__))  # the sandbox's _code/, writable
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.malloc.restype = ctypes.c_void_p
 _libc.malloc.argtypes = (ctypes.c_size_t,)
@@ -507,7 +508,7 @@ def _child(ctrl_r: int, result_w: int, worker: int, seccomp: _Seccomp | None) ->
         _prefault_heap(_PREFAULT_BYTES, ctrl_r)
         if not _readable(ctrl_r):
             with contextlib.suppress(Exception):  # it only saves time (tested on its own)
-                episode.rehearse()  # page copies now, not on the call's clock
+                episode.rehearse(_CODE_DIR)  # page copies now, not on the call's clock
         limits = wire.FrameLimits(_MAX_REQUEST_BYTES, max_blobs=0, max_total_bytes=0)
         request = wire.RunRequest.from_header(wire.read_frame(ctrl_r, limits).header)
         os.close(ctrl_r)
