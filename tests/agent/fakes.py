@@ -86,7 +86,11 @@ class FakeSession:
     results: list[ExecResult]
     image_paths: list[str] = field(default_factory=lambda: ["/mnt/data/images/image_0.png"])
     ran: list[str] = field(default_factory=list)
+    opened: bool = False
     closed: bool = False
+
+    def open(self) -> None:
+        self.opened = True
 
     def run(self, code: str) -> ExecResult:
         self.ran.append(code)
@@ -103,7 +107,7 @@ class FakeSandbox:
     results: list[ExecResult] = field(default_factory=lambda: [ExecResult(ok=True, stdout="1")])
     sessions: list[FakeSession] = field(default_factory=list)
 
-    def session(self, images: Sequence[Image.Image]) -> FakeSession:
+    def session(self, images: Sequence[Image.Image], deferred: bool = False) -> FakeSession:
         session = FakeSession(list(self.results))
         self.sessions.append(session)
         return session

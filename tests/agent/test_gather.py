@@ -68,7 +68,7 @@ class StaggeredSandbox(FakeSandbox):
         super().__init__()
         self.delays = delays
 
-    def session(self, images: Sequence[Image.Image]) -> SlowSession:
+    def session(self, images: Sequence[Image.Image], deferred: bool = False) -> SlowSession:
         size = images[0].width  # each test sample's width is its index + 10
         session = SlowSession(list(self.results), delay_s=self.delays[size - 10])
         self.sessions.append(session)

@@ -21,9 +21,9 @@ class RecordingSandbox(FakeSandbox):
         super().__init__()
         self.images: list[Image.Image] = []
 
-    def session(self, images: Sequence[Image.Image]) -> FakeSession:
+    def session(self, images: Sequence[Image.Image], deferred: bool = False) -> FakeSession:
         self.images.extend(images)
-        return super().session(images)
+        return super().session(images, deferred)
 
 
 class RecordingStore(ImageStore):
@@ -37,8 +37,8 @@ class RecordingStore(ImageStore):
 
 
 def test_store_and_sandbox_get_different_objects(tmp_path: Path) -> None:
-    # A PIL image is not safe to save from two threads at once, and the store encodes while
-    # the session (which saves its inputs) opens: they must never share an image object.
+    # A PIL image is not safe to save from two threads at once, and a deferred session saves
+    # its inputs while the engine encodes the first request's: they must never share an image.
     image = Image.new("RGB", (32, 24), "navy")
     sample = Sample(id="s1", images=[image], question="s1 what is shown?", answer="B")
     engine = ScriptedEngine({"s1": "It is B. <answer>B</answer>"})
@@ -50,3 +50,4 @@ def test_store_and_sandbox_get_different_objects(tmp_path: Path) -> None:
     assert sandbox.images[0] is not store.images[0]
     assert traj.segments[0].images == [image_key(image)]  # the key the store computed ahead
     assert store.path(image_key(image)).exists() and sandbox.sessions[0].closed
+    assert sandbox.sessions[0].opened  # stored its inputs while the model wrote its turn

@@ -20,13 +20,19 @@ PIL_INPUT_EXT = ".bmp"
 """The extension of an input given as a PIL image (stored as uncompressed BMP, see below)."""
 
 
-@dataclasses.dataclass
-class SessionInput:
+@dataclasses.dataclass(frozen=True)
+class InputHeader:
+    """What a session shows of an input before storing it: its file extension and size."""
+
+    ext: str
+    size: tuple[int, int]
+
+
+@dataclasses.dataclass(frozen=True)
+class SessionInput(InputHeader):
     """One input image as the session stores it: an encoded copy and its raw RGBX pixels."""
 
     data: bytes
-    ext: str
-    size: tuple[int, int]
     pixels: bytes
 
     @classmethod
@@ -34,7 +40,17 @@ class SessionInput:
         data, ext, size = _encoded_copy(source, max_pixels)
         image = source if isinstance(source, Image.Image) else _decode(data)
         rgb = image if image.mode == "RGB" else image.convert("RGB")
-        return cls(data, ext, size, rgb.tobytes("raw", "RGBX"))
+        return cls(ext=ext, size=size, data=data, pixels=rgb.tobytes("raw", "RGBX"))
+
+
+def describe_input(source: ImageSource, max_pixels: int) -> InputHeader:
+    """The header of an input, checked against the pixel limit, without encoding a PIL image
+    (what a deferred session needs at once; `SessionInput.of` does the rest later)."""
+    if isinstance(source, Image.Image):
+        _check_pixels(source.size, max_pixels)
+        return InputHeader(PIL_INPUT_EXT, source.size)
+    _, ext, size = _encoded_copy(source, max_pixels)
+    return InputHeader(ext, size)
 
 
 def _encoded_copy(source: ImageSource, max_pixels: int) -> tuple[bytes, str, tuple[int, int]]:

@@ -40,7 +40,7 @@ from pathlib import Path
 
 from beacon.sandbox import folders, results
 from beacon.sandbox.config import ExecResult, SandboxConfig, SandboxError
-from beacon.sandbox.inputs import SessionInput
+from beacon.sandbox.inputs import InputHeader, SessionInput, describe_input
 from beacon.sandbox.jail import python_dirs, readable_by_others, resolve_isolation
 from beacon.sandbox.pool import Worker, WorkerDied, WorkerSlot
 from beacon.sandbox.repair import repair_code
@@ -161,9 +161,23 @@ class Sandbox:
     def _start_worker(self) -> Worker:
         return Worker(self.isolation, self.root, self.config.startup_timeout_s)
 
-    def session(self, images: list[ImageSource] | None = None) -> Session:
-        """Open one episode with its input images (PIL images, paths or encoded bytes)."""
-        inputs = [SessionInput.of(source, self.config.max_input_pixels) for source in images or []]
+    def session(
+        self, images: list[ImageSource] | None = None, *, deferred: bool = False
+    ) -> Session:
+        """Open one episode with its input images (PIL images, paths or encoded bytes).
+
+        `deferred=True` returns at once with the session's image paths known (what a prompt
+        needs) and leaves its folder and input files to `session.open()`, which the caller can
+        run in a thread while the model writes its first turn; the first call opens it if
+        nothing did. An input that cannot be stored then fails `open()` and every call, not
+        this method: an episode that never runs code does not need its inputs stored.
+        """
+        images = list(images or [])
+        max_pixels = self.config.max_input_pixels
+        if deferred:
+            inputs = [describe_input(source, max_pixels) for source in images]
+        else:
+            inputs = [SessionInput.of(source, max_pixels) for source in images]
         with self._lock:
             if self._closed:
                 raise SandboxError("this Sandbox is closed; create a new one")
@@ -173,13 +187,20 @@ class Sandbox:
         uid = None
         try:
             uid = self._uids.allocate() if self._uids is not None else None
-            return Session(self, slot, number, uid, inputs)
+            session = Session(self, slot, number, uid, inputs, images if deferred else None)
         except BaseException:
             with self._lock:
                 slot.sessions -= 1
             if uid is not None:
                 self._uids.release(uid)
             raise
+        if not deferred:
+            try:
+                session.open(inputs)
+            except BaseException:
+                session.close()
+                raise
+        return session
 
     def worker_pids(self) -> list[int]:
         """Host pids of the worker processes; -1 for a slot whose worker is being replaced."""
@@ -231,11 +252,16 @@ class Session:
         slot: WorkerSlot,
         number: int,
         uid: int | None,
-        inputs: list[SessionInput],
+        inputs: list[InputHeader],
+        sources: list[ImageSource] | None = None,
     ) -> None:
         self._sandbox, self._slot = sandbox, slot
         self._config = sandbox.config
         self._lock = threading.Lock()
+        self._open_lock = threading.Lock()  # held while the folder and inputs are made
+        self._sources = sources  # a deferred session's images, until `open` stores them
+        self._opened = False
+        self._open_error: BaseException | None = None
         self.calls = 0
         self.closed = False
         self.key = f"{number:06d}-{secrets.token_hex(4)}"
@@ -249,18 +275,43 @@ class Session:
         self.pixel_files = [
             os.path.join(self.dir, _PIXELS, input_name(i, ".rgbx")) for i in range(len(inputs))
         ]
-        try:
-            self._make_folders(sum(len(i.data) + len(i.pixels) for i in inputs))
-            self.host_image_paths = self._store_inputs(inputs)
-        except BaseException:
-            folders.remove_tree(self.dir)
-            raise
+        self.host_image_paths = [
+            os.path.join(self.dir, _INPUTS, input_name(i, image.ext))
+            for i, image in enumerate(inputs)
+        ]
         self.image_sizes = [i.size for i in inputs]
         self.image_paths = (
             [jailed_input_path(i, image.ext) for i, image in enumerate(inputs)]
             if jailed
             else list(self.host_image_paths)
         )
+
+    def open(self, inputs: list[SessionInput] | None = None) -> None:
+        """Make the session's folder and store its inputs: at most once, never after `close()`.
+
+        A failure raises what storing the inputs raised, and SandboxError at every later
+        `open()` or call.
+        """
+        with self._open_lock:
+            if self._open_error is not None:
+                raise SandboxError(
+                    f"this session could not be opened: {type(self._open_error).__name__}: "
+                    f"{self._open_error}"
+                )
+            if self._opened or self.closed:
+                return
+            try:
+                if inputs is None:
+                    max_pixels = self._config.max_input_pixels
+                    inputs = [SessionInput.of(s, max_pixels) for s in self._sources or []]
+                self._sources = None
+                self._make_folders(sum(len(i.data) + len(i.pixels) for i in inputs))
+                self._store_inputs(inputs)
+            except BaseException as exc:
+                self._open_error = exc
+                folders.remove_tree(self.dir)
+                raise
+            self._opened = True
 
     def _make_folders(self, input_bytes: int) -> None:
         """The session's folder, entered only by its uid; a quota-limited tmpfs as root."""
@@ -286,17 +337,13 @@ class Session:
             if self.uid is not None:
                 os.chown(path, self.uid, self.uid)
 
-    def _store_inputs(self, inputs: list[SessionInput]) -> list[str]:
+    def _store_inputs(self, inputs: list[SessionInput]) -> None:
         """Write a readable copy of each input image and its raw pixels (read-only to the code)."""
-        paths = []
-        for i, (image, raw) in enumerate(zip(inputs, self.pixel_files, strict=True)):
-            path = os.path.join(self.dir, _INPUTS, input_name(i, image.ext))
+        for image, path, raw in zip(inputs, self.host_image_paths, self.pixel_files, strict=True):
             for target, data in ((path, image.data), (raw, image.pixels)):
                 with open(target, "wb") as f:
                     f.write(data)
                 os.chmod(target, 0o644)
-            paths.append(path)
-        return paths
 
     def run(self, code: str) -> ExecResult:
         """Run `code` in the episode; never raises for anything the code does.
@@ -306,6 +353,7 @@ class Session:
         with self._lock:
             if self.closed:
                 raise SandboxError("this session is closed; open a new one with Sandbox.session()")
+            self.open()  # a deferred session's first call, when nothing opened it before
             start = time.monotonic()
             cfg = self._config
             if len(code) > cfg.max_code_chars:
@@ -420,7 +468,8 @@ class Session:
         with self._lock:
             if self.closed:
                 return
-            self.closed = True
+            with self._open_lock:  # an `open()` under way ends first; none starts after this
+                self.closed = True
         # A save still running must not outlive its session. Only a counted call (one not
         # refused for its length or the call limit) can run a process as `uid`: without one
         # there is nothing to kill, and no scan of /proc (about 1 ms with 70 processes).
