@@ -12,6 +12,8 @@ import pytest
 from beacon.agent.formats import THYME
 from beacon.agent.prompts import image_lines
 from beacon.benchmarks.synth_demo import coords, generate
+from beacon.data.scripted import first_image
+from beacon.demo import expert as expert_module
 from beacon.demo.expert import ScriptedDemoExpert, crop_box, crop_code
 from beacon.demo.model import PHRASES, demo_tokenizer, make_demo_model
 
@@ -113,3 +115,16 @@ def test_expert_is_tool_biased_in_tool_mode_and_direct_without_tools() -> None:
     crops = sum("image.crop" in expert.reply(user_turn(s, system=True)).text for s in easy)
     assert 0.8 <= crops / len(easy) <= 0.97
     assert all(expert.reply(user_turn(s, system=False)).text.startswith("<answer>") for s in items)
+
+
+def test_expert_decodes_each_image_url_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    items = [generate(2, i) for i in range(4)]
+    expert = ScriptedDemoExpert(items)
+    decoded = []
+    monkeypatch.setattr(expert_module, "first_image", lambda m: decoded.append(1) or first_image(m))
+    for s in items * 3:  # three turns of each item's episode (or its tool and notool runs)
+        assert expert.identify(user_turn(s, system=True)) is s
+    assert len(decoded) == len(items)
+    other = generate(2, 99)
+    with pytest.raises(KeyError, match="not one of the synth_demo items"):
+        expert.identify(user_turn(other, system=True))

@@ -200,13 +200,17 @@ def message_texts(message: dict[str, Any]) -> list[str]:
 
 def first_image(messages: list[dict[str, Any]]) -> Image.Image:
     """The first image of the chat, decoded from its base64 data URL."""
+    data = base64.b64decode(first_image_url(messages).split(",", 1)[1])
+    return Image.open(io.BytesIO(data)).convert("RGB")
+
+
+def first_image_url(messages: list[dict[str, Any]]) -> str:
+    """The data URL of the chat's first image, as sent."""
     for message in messages:
         content = message.get("content")
         for part in content if isinstance(content, list) else []:
             if part.get("type") == "image_url":
-                url = part["image_url"]["url"]
-                data = base64.b64decode(url.split(",", 1)[1])
-                return Image.open(io.BytesIO(data)).convert("RGB")
+                return part["image_url"]["url"]
     raise KeyError("the request carries no image; the scripted expert identifies items by image")
 
 

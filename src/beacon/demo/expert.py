@@ -19,13 +19,14 @@ as the question writes them; after the observation it answers `<answer>d</answer
 
 from __future__ import annotations
 
+import hashlib
 import random
 from collections.abc import Iterable
 from typing import Any
 
 from beacon.agent.formats import ANSWER_CLOSE, THYME
 from beacon.benchmarks.synth_demo import coords
-from beacon.data.scripted import Reply, first_image, message_texts
+from beacon.data.scripted import Reply, first_image, first_image_url, message_texts
 from beacon.images import image_key
 from beacon.types import Sample
 
@@ -52,11 +53,18 @@ class ScriptedDemoExpert:
     def __init__(self, samples: Iterable[Sample], tool_bias: float = 0.6, seed: int = 0) -> None:
         self.tool_bias, self.seed = tool_bias, seed
         self.items = {image_key(s.images[0]): s for s in samples}
+        self._by_url: dict[bytes, Sample] = {}  # SHA-256 of a data URL seen -> its item
 
     def identify(self, messages: list[dict[str, Any]]) -> Sample:
-        sample = self.items.get(image_key(first_image(messages)))
+        """The item, by the pixels of the chat's first image. An episode sends the same data
+        URL at every turn, and an item's tool and notool episodes send equal ones, so the
+        image is decoded once per URL (decoding took ~17% of the data stage's thread time)."""
+        url = first_image_url(messages)
+        digest = hashlib.sha256(url.encode("ascii", "replace")).digest()
+        sample = self._by_url.get(digest) or self.items.get(image_key(first_image(messages)))
         if sample is None:
             raise KeyError("this image is not one of the synth_demo items the expert was given")
+        self._by_url[digest] = sample
         return sample
 
     def crops(self, sample: Sample) -> bool:
