@@ -87,7 +87,9 @@ class EvalConfig(BaseModel):
     data: dict[str, str] = Field(default_factory=dict, description="benchmark -> local file/folder")
     limit: int | None = Field(None, description="items per benchmark (null: all)")
     ids: dict[str, list[str]] | None = Field(
-        None, description="benchmark -> sample ids to run (null: every loaded item)"
+        None,
+        description="benchmark -> sample ids to run, among its first `limit` items (null: "
+        "every loaded item); a benchmark is read only until all its ids are found",
     )
     modes: list[Mode] = Field(
         default_factory=lambda: ["tool", "notool"],
