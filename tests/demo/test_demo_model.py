@@ -12,7 +12,7 @@ import pytest
 from beacon.agent.formats import THYME
 from beacon.agent.prompts import image_lines
 from beacon.benchmarks.synth_demo import coords, generate
-from beacon.data.scripted import first_image
+from beacon.data.scripted import decode_data_url
 from beacon.demo import expert as expert_module
 from beacon.demo.expert import ScriptedDemoExpert, crop_box, crop_code
 from beacon.demo.model import PHRASES, demo_tokenizer, make_demo_model
@@ -121,7 +121,9 @@ def test_expert_decodes_each_image_url_once(monkeypatch: pytest.MonkeyPatch) -> 
     items = [generate(2, i) for i in range(4)]
     expert = ScriptedDemoExpert(items)
     decoded = []
-    monkeypatch.setattr(expert_module, "first_image", lambda m: decoded.append(1) or first_image(m))
+    monkeypatch.setattr(
+        expert_module, "decode_data_url", lambda u: decoded.append(1) or decode_data_url(u)
+    )
     for s in items * 3:  # three turns of each item's episode (or its tool and notool runs)
         assert expert.identify(user_turn(s, system=True)) is s
     assert len(decoded) == len(items)

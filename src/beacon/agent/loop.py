@@ -231,7 +231,7 @@ class AgentLoop:
         if spec.tools:
             try:
                 # deferred: the paths now, the folder and files while the model writes its
-                # first turn (`_open_session`, below): ~5-15 ms off every episode's start
+                # first turn (`_open_session`, below): ~5 ms off an episode's start at c=1
                 session = self.sandbox.session(
                     images=[image.copy() for image in images], deferred=True
                 )

@@ -200,7 +200,12 @@ def message_texts(message: dict[str, Any]) -> list[str]:
 
 def first_image(messages: list[dict[str, Any]]) -> Image.Image:
     """The first image of the chat, decoded from its base64 data URL."""
-    data = base64.b64decode(first_image_url(messages).split(",", 1)[1])
+    return decode_data_url(first_image_url(messages))
+
+
+def decode_data_url(url: str) -> Image.Image:
+    """The RGB image a base64 data URL carries."""
+    data = base64.b64decode(url.split(",", 1)[1])
     return Image.open(io.BytesIO(data)).convert("RGB")
 
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from beacon.agent.formats import ANSWER_CLOSE, THYME
 from beacon.benchmarks.synth_demo import coords
-from beacon.data.scripted import Reply, first_image, first_image_url, message_texts
+from beacon.data.scripted import Reply, decode_data_url, first_image_url, message_texts
 from beacon.images import image_key
 from beacon.types import Sample
 
@@ -61,7 +61,7 @@ class ScriptedDemoExpert:
         image is decoded once per URL (decoding took ~17% of the data stage's thread time)."""
         url = first_image_url(messages)
         digest = hashlib.sha256(url.encode("ascii", "replace")).digest()
-        sample = self._by_url.get(digest) or self.items.get(image_key(first_image(messages)))
+        sample = self._by_url.get(digest) or self.items.get(image_key(decode_data_url(url)))
         if sample is None:
             raise KeyError("this image is not one of the synth_demo items the expert was given")
         self._by_url[digest] = sample
