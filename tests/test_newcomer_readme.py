@@ -18,7 +18,7 @@ command is run, and the only changes made to it:
   `--set train.max_steps=12 --set train.save_every=12` and its eval `--limit 2` appended, the
   checkpoint it names following the shortened run.
 - The main job (`beacon demo --quick`, about a minute) runs verbatim; the full
-  demo (`beacon demo`, 30-37 minutes) gets `--show-config` appended, which checks that its
+  demo (`beacon demo`, 26-32 minutes) gets `--show-config` appended, which checks that its
   settings resolve without training (`BEACON_FULL_README=1` runs it in full).
 """
 

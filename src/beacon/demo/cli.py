@@ -12,7 +12,7 @@ Examples:
 
   beacon demo --quick                 # every stage at toy size (a few minutes): the pipeline runs
 
-  beacon demo                         # the full demo (30-37 minutes on 2 cores): the effects
+  beacon demo                         # the full demo (26-32 minutes on 2 cores): the effects
 
   beacon demo --seeds 5 --out runs/demo5 --set rl.steps=60
 

@@ -1,6 +1,6 @@
 """Settings of `beacon demo`: sizes of every stage, the full default and the `--quick` preset.
 
-The full default takes 30-37 minutes on 2 CPU cores (measured figures in
+The full default takes 26-32 minutes on 2 CPU cores (measured figures in
 docs/demo.md); `--quick` runs every stage at toy size in a few minutes and shows only that the
 pipeline runs end to end, not the effects.
 """

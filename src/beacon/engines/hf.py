@@ -59,6 +59,7 @@ from transformers import (
 
 from beacon.engines.base import GenerationRequest, GenerationResult, SamplingParams, TopLogprob
 from beacon.engines.batching import BatchingQueue
+from beacon.engines.patch_embed import linear_patch_embeddings
 from beacon.engines.scoring import ScoreRequest, ScoreResult
 from beacon.engines.tokenizer import HFTokenizer
 from beacon.images import PerImage, Recent, pixel_key
@@ -582,4 +583,5 @@ def _load_model(path: str, device: torch.device, dtype: str | torch.dtype) -> An
         model = AutoModelForImageTextToText.from_pretrained(path, dtype=dtype)
     except ValueError:  # a text-only checkpoint
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+    linear_patch_embeddings(model)
     return model.to(device).eval()

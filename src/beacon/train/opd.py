@@ -41,7 +41,10 @@ def load_teacher(cfg: OPDConfig, device: Any) -> Any:
     import torch
     from transformers import AutoModelForImageTextToText
 
+    from beacon.engines.patch_embed import linear_patch_embeddings
+
     teacher = AutoModelForImageTextToText.from_pretrained(cfg.teacher.path, dtype=torch.float32)
+    linear_patch_embeddings(teacher)
     return teacher.to(device).eval().requires_grad_(False)
 
 

@@ -25,6 +25,7 @@ import httpx
 import torch
 from PIL import Image
 
+from beacon.engines.patch_embed import linear_patch_embeddings
 from beacon.images import encode_png
 from beacon.revue import TeacherScores
 from beacon.train.encode import EncodedTrajectory
@@ -78,6 +79,7 @@ def create_teacher_app(model_path: str, device: str = "cpu") -> Any:
     from beacon.train.opd_score import SequenceScorer
 
     model = AutoModelForImageTextToText.from_pretrained(model_path, dtype=torch.float32)
+    linear_patch_embeddings(model)
     model = model.to(device).eval().requires_grad_(False)
     tokenizer = HFTokenizer.from_pretrained(model_path)
     images: dict[str, Image.Image] = {}

@@ -125,7 +125,10 @@ def load_model(cfg: SFTConfig) -> Any:
     import torch
     from transformers import AutoModelForImageTextToText
 
+    from beacon.engines.patch_embed import linear_patch_embeddings
+
     model = AutoModelForImageTextToText.from_pretrained(cfg.model.path, dtype=torch.float32)
+    linear_patch_embeddings(model)
     if cfg.model.freeze_vision:
         for name, param in model.named_parameters():
             if "visual" in name:
