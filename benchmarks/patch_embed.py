@@ -18,6 +18,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import nn
@@ -30,7 +31,7 @@ from beacon.engines.tokenizer import HFTokenizer
 ROWS, ROW_TOKENS, GRID = 32, 96, (1, 8, 8)  # an 8x8 patch grid: 16 merged image tokens
 
 
-def demo_batch(tokenizer: HFTokenizer, config) -> dict[str, torch.Tensor]:
+def demo_batch(tokenizer: HFTokenizer, config: Any) -> dict[str, torch.Tensor]:
     """32 rows of 96 tokens, alternately one and two images (as the demo's SFT rows average
     1.55), text from the demo's own vocabulary, every text token a target."""
     image_tokens = GRID[1] * GRID[2] // 4
@@ -64,7 +65,9 @@ def set_linear(model: nn.Module, linear: bool) -> None:
     proj.__class__ = PatchConv3d if linear else nn.Conv3d
 
 
-def rounds(step: Callable[[], None], set_form: Callable[[bool], None], n: int, reps: int):
+def rounds(
+    step: Callable[[], None], set_form: Callable[[bool], None], n: int, reps: int
+) -> tuple[float, float]:
     """Median ms per call of `step` for the Conv3d and the linear form, alternating rounds."""
     times: dict[bool, list[float]] = {False: [], True: []}
     for _ in range(n):

@@ -36,25 +36,13 @@ from beacon.train.sft import load_model, make_accelerator, save_model
 logger = logging.getLogger(__name__)
 
 
-def load_teacher(cfg: OPDConfig, device: Any) -> Any:
-    """The frozen teacher in float32, eval mode, no gradients."""
-    import torch
-    from transformers import AutoModelForImageTextToText
-
-    from beacon.engines.patch_embed import linear_patch_embeddings
-
-    teacher = AutoModelForImageTextToText.from_pretrained(cfg.teacher.path, dtype=torch.float32)
-    linear_patch_embeddings(teacher)
-    return teacher.to(device).eval().requires_grad_(False)
-
-
 def make_teacher(cfg: OPDConfig, device: Any, tokenizer: Any, pixels: Any, store: Any) -> Any:
     """In-process `SequenceScorer`, or `RemoteTeacher` when teacher.base_url is set."""
-    if cfg.teacher.base_url is not None:
-        from beacon.train.opd_teacher import RemoteTeacher
+    from beacon.train.opd_teacher import RemoteTeacher, load_teacher_model
 
+    if cfg.teacher.base_url is not None:
         return RemoteTeacher(cfg.teacher.base_url, store.get)
-    return SequenceScorer(load_teacher(cfg, device), tokenizer, pixels)
+    return SequenceScorer(load_teacher_model(cfg.teacher.path, device), tokenizer, pixels)
 
 
 def check_vocab(student_tok: Any, teacher_tok: Any) -> None:

@@ -69,18 +69,24 @@ class RemoteTeacher:
         self.client.close()
 
 
+def load_teacher_model(model_path: str, device: Any = "cpu") -> torch.nn.Module:
+    """The frozen teacher in float32, eval mode, no gradients: in-process or served alike."""
+    from transformers import AutoModelForImageTextToText
+
+    model = AutoModelForImageTextToText.from_pretrained(model_path, dtype=torch.float32)
+    linear_patch_embeddings(model)
+    return model.to(device).eval().requires_grad_(False)
+
+
 def create_teacher_app(model_path: str, device: str = "cpu") -> Any:
     """A FastAPI app scoring sequences with the checkpoint at `model_path` (frozen, float32)."""
     from fastapi import FastAPI
-    from transformers import AutoModelForImageTextToText
 
     from beacon.engines.tokenizer import HFTokenizer
     from beacon.train.collate import PixelCache
     from beacon.train.opd_score import SequenceScorer
 
-    model = AutoModelForImageTextToText.from_pretrained(model_path, dtype=torch.float32)
-    linear_patch_embeddings(model)
-    model = model.to(device).eval().requires_grad_(False)
+    model = load_teacher_model(model_path, device)
     tokenizer = HFTokenizer.from_pretrained(model_path)
     images: dict[str, Image.Image] = {}
     pixels = PixelCache(tokenizer.processor.image_processor, images.__getitem__)
