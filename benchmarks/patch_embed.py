@@ -87,6 +87,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="alternating rounds of both forms")
     parser.add_argument("--steps", type=int, default=5, help="timed calls per round")
     args = parser.parse_args()
+    if min(args.threads, args.rounds, args.steps) < 1:
+        parser.error("--threads, --rounds and --steps must each be at least 1")
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as folder:
         make_demo_model(folder, seed=0)
