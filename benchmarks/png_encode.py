@@ -1,4 +1,4 @@
-"""PNG encoding: `beacon.images.encode_png` (Sub filter + zlib RLE) against PIL's writer.
+"""PNG encoding: `beacon.images.encode_png` (Sub filter + ISA-L deflate) against PIL's writer.
 
 Every episode's images are PNG-encoded once: for the image store and for the data URL of an
 openai-engine request (`beacon.images.png_bytes` shares one encoding). Compares time and size

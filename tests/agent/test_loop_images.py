@@ -1,4 +1,4 @@
-"""The loop stores an episode's images while its sandbox session opens, never on one object."""
+"""The loop stores an episode's images while its sandbox session opens."""
 
 from __future__ import annotations
 
@@ -36,9 +36,10 @@ class RecordingStore(ImageStore):
         return super()._put(image)
 
 
-def test_store_and_sandbox_get_different_objects(tmp_path: Path) -> None:
-    # A PIL image is not safe to save from two threads at once, and a deferred session saves
-    # its inputs while the engine encodes the first request's: they must never share an image.
+def test_the_store_and_the_sandbox_share_the_loaded_image(tmp_path: Path) -> None:
+    # A deferred session stores its inputs while the engine encodes the first request's: both
+    # only read the image (the session never calls `save`, tests/sandbox/test_inputs.py), so
+    # neither needs a copy of its own.
     image = Image.new("RGB", (32, 24), "navy")
     sample = Sample(id="s1", images=[image], question="s1 what is shown?", answer="B")
     engine = ScriptedEngine({"s1": "It is B. <answer>B</answer>"})
@@ -47,7 +48,7 @@ def test_store_and_sandbox_get_different_objects(tmp_path: Path) -> None:
         (traj,) = loop.run([EpisodeSpec(sample, mode="tool")])
     assert traj.finish_reason == "answer"
     assert len(sandbox.images) == 1 and len(store.images) == 1
-    assert sandbox.images[0] is not store.images[0]
+    assert sandbox.images[0] is store.images[0]
     assert traj.segments[0].images == [image_key(image)]  # the key the store computed ahead
     assert store.path(image_key(image)).exists() and sandbox.sessions[0].closed
     assert sandbox.sessions[0].opened  # stored its inputs while the model wrote its turn

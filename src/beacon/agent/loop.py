@@ -232,9 +232,7 @@ class AgentLoop:
             try:
                 # deferred: the paths now, the folder and files while the model writes its
                 # first turn (`_open_session`, below): ~5 ms off an episode's start at c=1
-                session = self.sandbox.session(
-                    images=[image.copy() for image in images], deferred=True
-                )
+                session = self.sandbox.session(images=images, deferred=True)
                 paths = list(session.image_paths)
             except Exception as exc:  # a sandbox that cannot start fails this episode only
                 logger.warning("sandbox session failed for %s: %s", spec.sample.id, exc)

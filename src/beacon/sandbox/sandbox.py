@@ -305,7 +305,7 @@ class Session:
                     max_pixels = self._config.max_input_pixels
                     inputs = [SessionInput.of(s, max_pixels) for s in self._sources or []]
                 self._sources = None
-                self._make_folders(sum(len(i.data) + len(i.pixels) for i in inputs))
+                self._make_folders(sum(i.stored_bytes for i in inputs))
                 self._store_inputs(inputs)
             except BaseException as exc:
                 self._open_error = exc
@@ -340,9 +340,8 @@ class Session:
     def _store_inputs(self, inputs: list[SessionInput]) -> None:
         """Write a readable copy of each input image and its raw pixels (read-only to the code)."""
         for image, path, raw in zip(inputs, self.host_image_paths, self.pixel_files, strict=True):
-            for target, data in ((path, image.data), (raw, image.pixels)):
-                with open(target, "wb") as f:
-                    f.write(data)
+            image.store(path, raw)
+            for target in (path, raw):
                 os.chmod(target, 0o644)
 
     def run(self, code: str) -> ExecResult:
