@@ -2,13 +2,14 @@
 
 1. `fake`: a model-free OpenAI-compatible server (real HTTP, in its own process) answers every
    turn after a fixed latency (250 ms): turn 1 writes a crop in Thyme's format, turn 2 answers.
-   So an episode is two turns and one sandbox call, and everything above 2 x latency is the
-   harness (request building, image encoding, tokenizing, the sandbox, waiting on other
-   episodes). Reports harness time per episode at concurrency 1 and the speed-up over
-   concurrency 1 at 4/16/64 (ideal: the concurrency itself). Every episode gets its own synth
-   image, so no concurrency profits from an image the store or a cache already holds. The
-   server is a separate process, so its own CPU is not harness time, though on a small
-   machine it shares the cores (it reports it: CPU ms per episode).
+   So an episode is two turns and one sandbox call, and everything but the time the server
+   holds its two requests (the latency, the server's timer overshoot and parsing, which the
+   server measures) is the harness (request building, image encoding, tokenizing, the
+   sandbox, waiting on other episodes). Reports harness time per episode at concurrency 1
+   and the speed-up over concurrency 1 at 4/16/64 (ideal: the concurrency itself). Every
+   episode gets its own synth image, so no concurrency profits from an image the store or a
+   cache already holds. The server is a separate process, so its own CPU is not harness
+   time, though on a small machine it shares the cores (it reports it: CPU ms per episode).
 2. `tiny`: the synth benchmark (tool + notool) on the tiny Qwen2-VL served by `beacon serve`
    (hf engine, CPU), with the same openai client: episodes per second and speed-up.
 
@@ -60,17 +61,27 @@ def fake_app(latency_s: float, token_ids: dict[str, list[int]]) -> object:
 
     The turn is read off the request: a context that already holds a sandbox output gets the
     answer, any other the code. Token ids (when given) are the turn's ids, stop string included,
-    as vLLM returns them with `return_token_ids`.
+    as vLLM returns them with `return_token_ids`. `/stats` gives the server's CPU seconds and
+    how long it held the chat requests so far, from their arrival to its reply: the latency,
+    the overshoot of its timer (~0.7 ms per `asyncio.sleep` here) and its own parsing, none of
+    which is harness time.
     """
+    held = {"s": 0.0, "requests": 0}
 
     async def app(scope: dict, receive: object, send: object) -> None:
         if scope["type"] != "http":
             return
-        if scope["path"].endswith("/cpu"):  # the server's own CPU seconds, for the table
-            reply = json.dumps({"cpu_s": time.process_time()}).encode()
+        if scope["path"].endswith("/stats"):
+            stats = {
+                "cpu_s": time.process_time(),
+                "held_s": held["s"],
+                "requests": held["requests"],
+            }
+            reply = json.dumps(stats).encode()
             await send({"type": "http.response.start", "status": 200, "headers": []})
             await send({"type": "http.response.body", "body": reply})
             return
+        arrived = time.perf_counter()
         chunks = []
         while True:
             message = await receive()
@@ -91,6 +102,8 @@ def fake_app(latency_s: float, token_ids: dict[str, list[int]]) -> object:
             choice["token_ids"] = token_ids[text]
         reply = json.dumps({"choices": [choice]}).encode()
         headers = [(b"content-type", b"application/json")]
+        held["s"] += time.perf_counter() - arrived
+        held["requests"] += 1
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": reply})
 
@@ -127,6 +140,7 @@ class Row:
     errors: int  # episodes that ended in engine_error / sandbox_error (a row with many is void)
     cpu_s: float = 0.0  # this process's CPU (all threads; not the sandbox's workers)
     server_cpu_s: float = 0.0  # the fake server's CPU
+    server_held_s: float = 0.0  # how long the fake server held this row's requests, summed
 
     @property
     def per_episode_s(self) -> float:
@@ -148,15 +162,16 @@ def run_episodes(
     with tempfile.TemporaryDirectory() as out, Sandbox() as sandbox:
         with AgentLoop(engine, sandbox, agent, store=ImageStore(Path(out) / "images")) as loop:
             loop.run(warmup, max_active=len(warmup))  # sandbox workers, connections
-            server_cpu, cpu, start = _server_cpu(base_url), time.process_time(), time.perf_counter()
+            before, cpu, start = _server_stats(base_url), time.process_time(), time.perf_counter()
             trajectories = loop.run(specs, max_active=concurrency)
             seconds = time.perf_counter() - start
-            cpu, server_cpu = time.process_time() - cpu, _server_cpu(base_url) - server_cpu
+            cpu, after = time.process_time() - cpu, _server_stats(base_url)
         engine.close()
     errors = [t for t in trajectories if t.finish_reason.endswith("_error")]
     if errors:
         logging.warning("%d episodes failed, e.g.: %s", len(errors), errors[0].error)
-    return Row(concurrency, len(specs), seconds, len(errors), cpu, server_cpu)
+    server_cpu, held = (after[key] - before[key] for key in ("cpu_s", "held_s"))
+    return Row(concurrency, len(specs), seconds, len(errors), cpu, server_cpu, held)
 
 
 def fake_rows(args: argparse.Namespace, tokenizer: object) -> list[Row]:
@@ -185,12 +200,15 @@ def _fake_episodes(args: argparse.Namespace, concurrency: int) -> int:
     return max(args.min_episodes, args.rounds * concurrency)
 
 
-def _server_cpu(base_url: str) -> float:
-    """The fake server's CPU seconds; 0 from a server without that endpoint (`beacon serve`)."""
+def _server_stats(base_url: str) -> dict[str, float]:
+    """The fake server's CPU seconds and time spent holding requests; zeros from a server
+    without that endpoint (`beacon serve`)."""
     import httpx
 
-    response = httpx.get(base_url.removesuffix("/v1") + "/cpu", timeout=30)
-    return response.json()["cpu_s"] if response.status_code == 200 else 0.0
+    response = httpx.get(base_url.removesuffix("/v1") + "/stats", timeout=30)
+    if response.status_code != 200:
+        return {"cpu_s": 0.0, "held_s": 0.0}
+    return response.json()
 
 
 def tiny_rows(args: argparse.Namespace, samples: list[Sample]) -> list[Row]:
@@ -257,13 +275,17 @@ def print_fake(
                 f"{_ms(old.cpu_s, old):>7.1f} {_ms(row.cpu_s, row):>7.1f} | "
                 f"{old.errors:>3}/{row.errors:<3}"
             )
-    print("harness ms/ep = wall time x concurrency / episodes - 2 x latency; speed-up = s/episode")
-    print("at concurrency 1 / s/episode; CPU ms/ep = this process's CPU (all threads) / episodes,")
-    print("not counting the sandbox's workers or the server (server CPU, its own process)")
+    print("harness ms/ep = wall time x concurrency / episodes - the time the server held the")
+    print("episode's requests (its 2 x latency, timer overshoot and parsing, as it measured them);")
+    print("speed-up = s/episode at concurrency 1 / s/episode; CPU ms/ep = this process's CPU")
+    print("(all threads) / episodes, not the sandbox's workers' or the server's (server CPU)")
 
 
 def _harness_ms(row: Row, latency_s: float) -> float:
-    return (row.per_episode_s * row.concurrency - 2 * latency_s) * 1000
+    """Episode latency (Little's law: wall x concurrency / episodes) minus the server's part,
+    as the server measured it; 2 x latency for a server that does not say."""
+    held = row.server_held_s / row.episodes if row.server_held_s else 2 * latency_s
+    return (row.per_episode_s * row.concurrency - held) * 1000
 
 
 def _speedup(row: Row, rows: list[Row]) -> float:
