@@ -213,9 +213,10 @@ def write_raw(
     """Write `image.tobytes("raw", rawmode or image.mode, stride, order)` to the file `f`.
 
     The encoder writes to the file descriptor itself through one reused buffer, with the GIL
-    released once (`encode_to_file`, the loop inside Pillow's own format writers); a loop over
-    `raw_chunks` releases it twice per chunk, which cost 5-15% of throughput when 64 sandbox
-    sessions stored their inputs at once (`beacon.sandbox.inputs`).
+    released once (`encode_to_file`, the loop inside Pillow's own format writers). Writing
+    strips through the public `crop` and `tobytes` instead released it ~250 times per sandbox
+    session, and each wait to take it back cost 5-15% of eval throughput with 64 episodes at
+    once (`benchmarks/eval_throughput.py`; `beacon.sandbox.inputs` stores inputs with this).
     """
     image.load()
     if not image.width or not image.height:
