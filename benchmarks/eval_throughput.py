@@ -66,18 +66,13 @@ def fake_app(latency_s: float, token_ids: dict[str, list[int]]) -> object:
     the overshoot of its timer (~0.7 ms per `asyncio.sleep` here) and its own parsing, none of
     which is harness time.
     """
-    held = {"s": 0.0, "requests": 0}
+    held = {"s": 0.0}
 
     async def app(scope: dict, receive: object, send: object) -> None:
         if scope["type"] != "http":
             return
         if scope["path"].endswith("/stats"):
-            stats = {
-                "cpu_s": time.process_time(),
-                "held_s": held["s"],
-                "requests": held["requests"],
-            }
-            reply = json.dumps(stats).encode()
+            reply = json.dumps({"cpu_s": time.process_time(), "held_s": held["s"]}).encode()
             await send({"type": "http.response.start", "status": 200, "headers": []})
             await send({"type": "http.response.body", "body": reply})
             return
@@ -103,7 +98,6 @@ def fake_app(latency_s: float, token_ids: dict[str, list[int]]) -> object:
         reply = json.dumps({"choices": [choice]}).encode()
         headers = [(b"content-type", b"application/json")]
         held["s"] += time.perf_counter() - arrived
-        held["requests"] += 1
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": reply})
 

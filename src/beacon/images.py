@@ -191,7 +191,6 @@ def raw_chunks(
     Pillow's raw encoder, driven as `tobytes` drives it (`Image._getencoder`; Pillow has no
     public streaming API). `order` -1 gives the rows bottom up, as BMP stores them.
     """
-    image.load()
     if not image.width or not image.height:
         return
     encoder = _raw_encoder(image, rawmode, stride, order)
@@ -218,7 +217,6 @@ def write_raw(
     session, and each wait to take it back cost 5-15% of eval throughput with 64 episodes at
     once (`benchmarks/eval_throughput.py`; `beacon.sandbox.inputs` stores inputs with this).
     """
-    image.load()
     if not image.width or not image.height:
         return
     encoder = _raw_encoder(image, rawmode, stride, order)
@@ -232,6 +230,8 @@ def write_raw(
 
 
 def _raw_encoder(image: Image.Image, rawmode: str, stride: int, order: int) -> Any:
+    """Pillow's raw encoder set on `image`'s pixels (loaded first, as `tobytes` does)."""
+    image.load()
     encoder = Image._getencoder(image.mode, "raw", (rawmode or image.mode, stride, order))
     encoder.setimage(image.im, (0, 0, image.width, image.height))
     return encoder

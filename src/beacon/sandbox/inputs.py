@@ -68,7 +68,7 @@ class SessionInput(InputHeader):
         pixels = width * height * 4
         if self.data is not None:
             return len(self.data) + pixels
-        return _BMP_HEADER_BYTES + (width * 3 + 3) // 4 * 4 * height + pixels
+        return _BMP_HEADER_BYTES + _bmp_row(width) * height + pixels
 
     def store(self, copy_path: str, pixel_path: str) -> None:
         """Write the encoded copy to `copy_path` and the RGBX pixels to `pixel_path`: the
@@ -76,9 +76,8 @@ class SessionInput(InputHeader):
         width, height = self.size
         with open(copy_path, "wb") as f:
             if self.data is None:
-                stride = (width * 3 + 3) // 4 * 4
-                f.write(_bmp_header(width, height, stride * height))
-                write_raw(self.image, f, "BGR", stride, -1)  # BMP rows go bottom up
+                f.write(_bmp_header(width, height, _bmp_row(width) * height))
+                write_raw(self.image, f, "BGR", _bmp_row(width), -1)  # BMP rows go bottom up
             else:
                 f.write(self.data)
         with open(pixel_path, "wb") as f:
@@ -86,6 +85,11 @@ class SessionInput(InputHeader):
             # only where they fit within its size, which a file written in 64 KB pieces never has.
             f.truncate(width * height * 4)
             write_raw(self.image, f, "RGBX")
+
+
+def _bmp_row(width: int) -> int:
+    """Bytes per row of a 24-bit BMP: 3 per pixel, padded to a multiple of 4."""
+    return (width * 3 + 3) // 4 * 4
 
 
 def _bmp_header(width: int, height: int, image_bytes: int) -> bytes:
