@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import socket
 
 import pytest
@@ -53,6 +54,8 @@ def fault_server():
             return PlainTextResponse("<html>not json</html>")
         if reply == "no-choices":
             return {"object": "chat.completion"}
+        if reply == "list-400":
+            return JSONResponse(["bad", "request"], 400)
         status = int(reply)
         headers = {"Retry-After": "0"} if status == 429 else {}
         return JSONResponse({"error": {"message": f"boom {status}"}}, status, headers=headers)
@@ -171,3 +174,22 @@ def test_hosted_mode_sends_only_openai_fields(server):
     script.replies = ["ok"]
     _engine(base_url, vllm_extensions=False).generate([_ask()])
     assert "return_token_ids" not in script.bodies[0] and "top_k" not in script.bodies[0]
+
+
+def test_an_engine_dropped_without_close_closes_its_session(server, caplog):
+    base_url, _ = server
+    engine = _engine(base_url)
+    assert engine.generate([_ask()])[0].text == "fine"
+    thread, session = engine._client._thread, engine._client.session
+    del engine
+    gc.collect()
+    thread.join(timeout=10)
+    assert not thread.is_alive() and session.closed
+    assert "Unclosed" not in caplog.text
+
+
+def test_an_error_body_that_is_not_an_object_is_still_reported(server):
+    base_url, script = server
+    script.replies = ["list-400"]
+    [result] = _engine(base_url).generate([_ask()])
+    assert result.finish_reason == "error" and "HTTP 400: ['bad', 'request']" in result.error

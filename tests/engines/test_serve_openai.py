@@ -222,12 +222,12 @@ def test_openai_engine_keeps_one_client_across_calls_and_loops(served, client, i
     _force(served, None)
     request = _requests(images)[1]
     client.generate([request])
-    first = client._client.client
+    first = client._client.session
     asyncio.run(client.agenerate([request]))
     asyncio.run(client.agenerate([request]))
     client.generate([request])
-    assert client._client.client is first
+    assert client._client.session is first
     client.close()
-    assert first.is_closed
+    assert first.closed
     assert client.generate([request])[0].error is None  # a call after close starts anew
     client.close()
