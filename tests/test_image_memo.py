@@ -73,6 +73,34 @@ def test_callers_of_a_key_being_computed_wait_for_that_computation() -> None:
     assert calls == [1]
 
 
+def test_per_image_callers_of_an_image_being_computed_wait_for_it() -> None:
+    """An episode's request and its trajectory's record ask for one image's key at once: it
+    is hashed once. A failure reaches every waiter and is not kept."""
+    calls: list[int] = []
+    started, release = threading.Event(), threading.Event()
+
+    def slow(image: Image.Image) -> int:
+        calls.append(1)
+        started.set()
+        release.wait(10)
+        if len(calls) == 1:
+            raise ValueError("first try fails")
+        return len(calls)
+
+    memo = PerImage(slow)
+    image = Image.new("RGB", (3, 3))
+    with ThreadPoolExecutor(4) as pool:
+        first = pool.submit(memo, image)
+        assert started.wait(10)
+        rest = [pool.submit(memo, image) for _ in range(3)]
+        time.sleep(0.1)
+        release.set()
+        for future in [first, *rest]:
+            with pytest.raises(ValueError, match="first try"):
+                future.result()
+    assert calls == [1] and memo(image) == 2 and memo(image) == 2 and calls == [1, 1]
+
+
 def test_a_failed_computation_fails_its_waiters_and_is_not_kept() -> None:
     outcomes = iter([ValueError("corrupt"), b"png"])
 

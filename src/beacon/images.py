@@ -141,12 +141,15 @@ class PerImage(Generic[T]):
     Keyed by `id(image)` (PIL images are unhashable) and guarded by a weak reference, so a new
     image that reuses a dead one's id never gets its value. The memo assumes an image is not
     changed in place once computed on, which holds for Beacon's: `load_image` copies, and the
-    sandbox returns new images for every call.
+    sandbox returns new images for every call. A caller asking while another thread computes
+    the same image's value waits for that value: an episode's request and its trajectory's
+    record ask for the same image's key at the same moment (`beacon.agent.loop`).
     """
 
     def __init__(self, compute: Callable[[Image.Image], T]) -> None:
         self._compute = compute
         self._values: dict[int, tuple[weakref.ref, T]] = {}
+        self._running: dict[int, tuple[Image.Image, Future[T]]] = {}
         # reentrant: a garbage collection inside the lock may run `_forget` on this thread
         self._lock = threading.RLock()
 
@@ -154,12 +157,26 @@ class PerImage(Generic[T]):
         key = id(image)
         with self._lock:
             entry = self._values.get(key)
-        if entry is not None and entry[0]() is image:
-            return entry[1]
-        value = self._compute(image)
+            if entry is not None and entry[0]() is image:
+                return entry[1]
+            running = self._running.get(key)
+            if running is None or running[0] is not image:
+                running = None
+                self._running[key] = (image, mine := Future())
+        if running is not None:
+            return running[1].result()
+        try:
+            value = self._compute(image)
+        except BaseException as exc:
+            with self._lock:
+                del self._running[key]
+            mine.set_exception(exc)
+            raise
         ref = weakref.ref(image, lambda _, key=key: self._forget(key))
         with self._lock:
+            del self._running[key]
             self._values[key] = (ref, value)
+        mine.set_result(value)
         return value
 
     def _forget(self, key: int) -> None:

@@ -3,6 +3,7 @@ into the model's next turn, in both formats and all three modes."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -197,6 +198,11 @@ def test_served_episode_has_the_same_tokens_as_local(
     assert served.finish_reason == local.finish_reason == "answer"
     assert [s.role for s in served.segments] == [s.role for s in local.segments]
     assert served.token_ids == local.token_ids
+    # recorded while the server generated (deferred records), the same as recorded at once
+    assert [s.images for s in served.segments] == [s.images for s in local.segments]
+    assert served.evidence == local.evidence
+    untimed = [[replace(c, elapsed_s=0.0) for c in t.tool_calls] for t in (served, local)]
+    assert untimed[0] == untimed[1]
     for ours, theirs in zip(served.segments, local.segments, strict=True):
         if ours.logprobs is not None:
             assert ours.logprobs == pytest.approx(theirs.logprobs, abs=1e-4)

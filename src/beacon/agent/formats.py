@@ -136,7 +136,7 @@ class Format:
     def observation_parts(self, call: ToolCall, images: list[Any]) -> list[dict[str, Any]]:
         """The observation as chat content parts (for engines that take messages)."""
         return [
-            {"type": "text", "text": self.observation_open + observation_body(call)},
+            {"type": "text", "text": self.observation_open + observation_body(call, len(images))},
             *({"type": "image", "image": im} for im in images),
             {"type": "text", "text": self.observation_close},
         ]
@@ -157,16 +157,19 @@ class Format:
         return re.compile(re.escape(tag_open) + rf".*?(?:{re.escape(tag_close)}|\Z)", re.S)
 
 
-def observation_body(call: ToolCall) -> str:
+def observation_body(call: ToolCall, images: int | None = None) -> str:
     """What the model reads back: stdout, the error (or why the call was stopped), then the
-    sandbox's notes (e.g. images dropped over the cap), which change what the model can see."""
+    sandbox's notes (e.g. images dropped over the cap), which change what the model can see.
+
+    `images`: how many images the call returned, when `call.images` (their store keys) is not
+    filled in yet; "(no output)" stands only for a call that returned nothing at all."""
     parts = []
     if call.stdout.strip():
         parts.append(call.stdout.rstrip())
     if call.error:
         parts.append(f"Error: {call.error}")
     parts.extend(f"Note: {note}" for note in call.notes)
-    if not parts and not call.images:
+    if not parts and not (len(call.images) if images is None else images):
         parts.append("(no output)")
     return "\n".join(parts)
 

@@ -12,7 +12,10 @@ in-process engines the loop also holds a turn's requests until the episodes that
 have asked (`beacon.agent.gather`), so a group's turns run as one batch, not as it trickles in.
 Blocking work (image loading, sandbox sessions and calls, tokenizing observations) runs in a
 thread pool, off the event loop, so other episodes keep generating meanwhile. A finished
-episode's sandbox session is closed there too, without the episode waiting for it.
+episode's sandbox session is closed there too, without the episode waiting for it. For a
+remote engine the trajectory's records of the prompt and of each observation (image keys and
+store files, token ids) are made there while the server generates the turn that follows them
+(`EpisodeState` with `defer_records`): the server needs only the messages.
 
 `astream` keeps up to `max_active` episodes in flight and yields them as they finish; `stream`
 and `run` are its synchronous wrappers (the event loop runs in a helper thread). A broken image,
@@ -170,10 +173,14 @@ class AgentLoop:
                 state, session = await self._open_gated(spec)
             else:
                 state, session = await self._blocking(self._open, spec)
+            opening = session  # its folder and files are made while the first turn is out
             while not state.done:
-                state.absorb(await self._generate(state.request(), gather))
+                state.absorb(await self._turn(state, gather, opening))
+                opening = None
                 if state.pending_call is not None:
                     await self._blocking(self._execute, state, session)
+            if (records := state.take_records()) is not None:
+                await self._blocking(records)
         finally:
             if gather is not None:
                 gather.leave()
@@ -185,11 +192,35 @@ class AgentLoop:
         return state.trajectory
 
     # ---------------------------------------------------------------- steps
+    async def _turn(
+        self, state: EpisodeState, gather: TurnGather | None, opening: Any
+    ) -> GenerationResult:
+        """One request. While it is out, the session `opening` (first turn) stores its inputs and
+        the state's deferred records run, in the pool; the request is built and sent first, as
+        none of that work is needed before the reply."""
+        generation = asyncio.ensure_future(self._generate(state.request(), gather))
+        try:
+            await asyncio.sleep(0)  # one step of `generation`: the request is built and sent
+            if opening is not None:
+                self._pool.submit(_open_session, opening)
+            records = state.take_records()
+            recording = None if records is None else self._in_pool(records)
+            result = await generation
+            if recording is not None:
+                await recording
+            return result
+        finally:
+            generation.cancel()  # only if this episode was cancelled meanwhile
+
     async def _paired(self, spec: EpisodeSpec) -> tuple[EpisodeSpec, Trajectory]:
         return spec, await self.run_episode(spec)
 
     async def _blocking(self, fn: Callable[..., Any], *args: Any) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+        return await self._in_pool(fn, *args)
+
+    def _in_pool(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future:
+        """`fn(*args)` started in the thread pool now; await the future for its result."""
+        return asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
 
     async def _queued(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
         """`generate` of an engine without `agenerate`, batched across episodes."""
@@ -221,7 +252,14 @@ class AgentLoop:
 
     def _open(self, spec: EpisodeSpec) -> tuple[EpisodeState, Any]:
         """Load the images, open the sandbox session and record the prompt (in a thread)."""
-        state = EpisodeState(spec, self.format, self.config, self.engine.tokenizer, self.store)
+        state = EpisodeState(
+            spec,
+            self.format,
+            self.config,
+            self.engine.tokenizer,
+            self.store,
+            defer_records=self._hold is None,  # a remote engine takes messages, not token ids
+        )
         try:
             images = [load_image(source) for source in spec.sample.images]
         except ImageError as exc:
@@ -231,7 +269,7 @@ class AgentLoop:
         if spec.tools:
             try:
                 # deferred: the paths now, the folder and files while the model writes its
-                # first turn (`_open_session`, below): ~5 ms off an episode's start at c=1
+                # first turn (`run_episode`): ~5 ms off an episode's start at c=1
                 session = self.sandbox.session(images=images, deferred=True)
                 paths = list(session.image_paths)
             except Exception as exc:  # a sandbox that cannot start fails this episode only
@@ -247,8 +285,6 @@ class AgentLoop:
         if spec.mode == "hinted":
             original = first_turn(question, images, fmt=fmt, tools=True, image_paths=paths)
             state.record_original_prompt(original, images)
-        if session is not None:
-            self._pool.submit(_open_session, session)
         return state, session
 
     async def _open_gated(self, spec: EpisodeSpec) -> tuple[EpisodeState, Any]:
