@@ -68,7 +68,7 @@ def fault_server():
 @pytest.fixture()
 def server(fault_server):
     base_url, script = fault_server
-    script.attempts, script.bodies = 0, []
+    script.attempts, script.bodies, script.replies = 0, [], ["ok"]
     return base_url, script
 
 
@@ -193,3 +193,17 @@ def test_an_error_body_that_is_not_an_object_is_still_reported(server):
     script.replies = ["list-400"]
     [result] = _engine(base_url).generate([_ask()])
     assert result.finish_reason == "error" and "HTTP 400: ['bad', 'request']" in result.error
+
+
+def test_the_environments_proxy_is_used_unless_no_proxy_exempts_the_host(server, monkeypatch):
+    base_url, _ = server
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # a proxy that refuses every connection
+    for name in ("http_proxy", "HTTP_PROXY", "no_proxy", "NO_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("http_proxy", f"http://127.0.0.1:{port}")
+    [result] = _engine(base_url, max_retries=0).generate([_ask()])
+    assert result.finish_reason == "error" and "connection error" in result.error
+    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
+    assert _engine(base_url).generate([_ask()])[0].text == "fine"

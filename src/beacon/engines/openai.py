@@ -38,13 +38,14 @@ import json
 import logging
 import random
 import threading
+import urllib.request
 import weakref
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
-from multidict import CIMultiDictProxy
 from PIL import Image
 
 from beacon.engines.base import (
@@ -146,7 +147,8 @@ class OpenAIEngine:
         with self._client_lock:
             if self._client is None:
                 headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-                self._client = _ClientThread(headers, self.timeout_s, self.concurrency)
+                proxy = env_proxy(self.base_url)
+                self._client = _ClientThread(headers, self.timeout_s, self.concurrency, proxy)
                 # an engine dropped without `close()` still closes its session (and stops its
                 # thread) when collected or at exit, not with aiohttp's "Unclosed" warnings
                 weakref.finalize(self, self._client.stop)
@@ -343,7 +345,9 @@ class _ClientThread:
     """An event loop in a daemon thread that owns one `aiohttp.ClientSession` and the in-flight
     limit; coroutines from any thread or loop run on it through `submit`."""
 
-    def __init__(self, headers: dict[str, str], timeout_s: float, concurrency: int) -> None:
+    def __init__(
+        self, headers: dict[str, str], timeout_s: float, concurrency: int, proxy: str | None
+    ) -> None:
         self.loop = asyncio.new_event_loop()
         self._stopped = False
         self._thread = threading.Thread(
@@ -356,7 +360,7 @@ class _ClientThread:
                 headers=headers,
                 timeout=aiohttp.ClientTimeout(total=timeout_s),
                 connector=aiohttp.TCPConnector(limit=concurrency),
-                trust_env=True,  # HTTP(S)_PROXY / NO_PROXY, as the openai SDK and httpx honour
+                proxy=proxy,
             )
             return session, asyncio.Semaphore(concurrency)
 
@@ -382,6 +386,18 @@ class _ClientThread:
             self.loop.call_soon_threadsafe(self.loop.stop)
             self._thread.join(timeout=30)
             self.loop.close()
+
+
+def env_proxy(url: str) -> str | None:
+    """The proxy the environment names for `url` (`HTTP_PROXY` / `HTTPS_PROXY`, unless
+    `NO_PROXY` exempts its host), read once per client as httpx and the openai SDK do.
+    aiohttp's own `trust_env` reads the environment and ~/.netrc again for every request:
+    ~5% of the harness's CPU with 64 episodes in flight."""
+    parts = urlsplit(url)
+    proxy = urllib.request.getproxies().get(parts.scheme)
+    if proxy is None or (parts.hostname and urllib.request.proxy_bypass(parts.hostname)):
+        return None
+    return proxy
 
 
 def image_data_url(source: Any) -> str:
@@ -414,7 +430,7 @@ def _error_message(raw: bytes) -> str:
     return str(body)[:500]
 
 
-def _retry_after(headers: CIMultiDictProxy[str]) -> float | None:
+def _retry_after(headers: Mapping[str, str]) -> float | None:
     value = headers.get("retry-after")
     try:
         return float(value) if value is not None else None
