@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from beacon import images
 from beacon.engines.openai import OpenAIEngine, image_data_url
 from beacon.images import ImageStore, PerImage, Recent, encode_png, png_bytes
 
@@ -41,11 +42,26 @@ def test_equal_copies_share_a_recent_png(monkeypatch) -> None:
     image = Image.new("RGB", (40, 30), "orange")
     first = png_bytes(image)
     calls: list[int] = []
-    monkeypatch.setattr(png_bytes._compute, "_compute", lambda im: calls.append(1) or b"fresh")
+    monkeypatch.setattr(images, "encode_png", lambda im, **kw: calls.append(1) or b"fresh")
     assert png_bytes(image.copy()) == first and calls == []  # a rollout's own copy: no encode
     tagged = image.copy()
     tagged.info["icc_profile"] = b"profile"  # written into the PNG: not the same bytes
     assert png_bytes(tagged) == b"fresh" and calls == [1]
+
+
+def test_a_new_image_is_packed_once_for_its_key_and_png(monkeypatch) -> None:
+    """`png_bytes` of an image not keyed yet hashes the pixels it encodes (one `np.asarray`),
+    with the same key and bytes as computing each on its own."""
+    image = Image.new("RGB", (50, 20), "navy")
+    image.putpixel((3, 4), (1, 2, 3))
+    expected_key, expected_png = images.image_key(image), encode_png(image)
+    packs: list[int] = []
+    tobytes = Image.Image.tobytes  # what `np.asarray` of an image runs
+    monkeypatch.setattr(Image.Image, "tobytes", lambda *a, **k: packs.append(1) or tobytes(*a, **k))
+    monkeypatch.setattr(images, "raw_chunks", lambda *a, **k: 1 / 0)  # the separate key path
+    fresh = image.copy()
+    assert png_bytes(fresh) == expected_png and packs == [1]
+    assert images.pixel_key(fresh) == expected_key
 
 
 def _by_size(compute) -> Recent[Image.Image, bytes]:

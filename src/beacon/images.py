@@ -81,15 +81,17 @@ def _read_bytes(source: str | Path | bytes) -> bytes:
         raise ImageError(f"cannot read image file {text!r}: {exc.strerror}") from exc
 
 
-def encode_png(image: Image.Image, compress_level: int = 1) -> bytes:
+def encode_png(
+    image: Image.Image, compress_level: int = 1, pixels: np.ndarray | None = None
+) -> bytes:
     """PNG bytes at a fast compression level (level 6 costs more than the image work itself).
 
     8-bit L, RGB and RGBA images without PNG metadata (ICC profile, transparency) are written by
-    `_sub_filtered_png`; the rest by PIL, which also writes that metadata.
+    `_sub_filtered_png` (from `pixels`, the image's `np.asarray`, if the caller has it); the
+    rest by PIL, which also writes that metadata.
     """
-    plain = not any(name in image.info for name in _PNG_INFO)
-    if image.mode in _PNG_COLOR_TYPE and plain and image.width and image.height:
-        return _sub_filtered_png(image, compress_level)
+    if _plain_png(image):
+        return _sub_filtered_png(image, compress_level, pixels)
     buf = io.BytesIO()
     image.save(buf, format="PNG", compress_level=compress_level)
     return buf.getvalue()
@@ -100,7 +102,15 @@ _PNG_INFO = ("icc_profile", "transparency", "default_image")  # `info` entries P
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
-def _sub_filtered_png(image: Image.Image, compress_level: int) -> bytes:
+def _plain_png(image: Image.Image) -> bool:
+    """Whether `_sub_filtered_png` writes this image: 8-bit L, RGB or RGBA, no PNG metadata."""
+    plain = not any(name in image.info for name in _PNG_INFO)
+    return image.mode in _PNG_COLOR_TYPE and plain and bool(image.width and image.height)
+
+
+def _sub_filtered_png(
+    image: Image.Image, compress_level: int, pixels: np.ndarray | None = None
+) -> bytes:
     """A standard PNG with filter 1 ("Sub") on every row, deflated by ISA-L (`isal`).
 
     Why not PIL's writer: it tries all five filters on every row and keeps the best, which cost
@@ -114,7 +124,8 @@ def _sub_filtered_png(image: Image.Image, compress_level: int) -> bytes:
     few KB). zlib-ng was the other candidate: 0.8 and 9.6 ms. numpy and ISA-L run without the
     GIL. Levels above ISA-L's highest (3) compress at 3.
     """
-    pixels = np.asarray(image)
+    if pixels is None:
+        pixels = np.asarray(image)
     height, width = image.height, image.width
     channels = len(image.getbands())
     rows = pixels.reshape(height, width * channels)
@@ -153,7 +164,9 @@ class PerImage(Generic[T]):
         # reentrant: a garbage collection inside the lock may run `_forget` on this thread
         self._lock = threading.RLock()
 
-    def __call__(self, image: Image.Image) -> T:
+    def __call__(self, image: Image.Image, compute: Callable[[Image.Image], T] | None = None) -> T:
+        """The image's value, computed by `compute` (default: the memo's own) if not known yet;
+        `compute` must give what the memo's own would."""
         key = id(image)
         with self._lock:
             entry = self._values.get(key)
@@ -166,7 +179,7 @@ class PerImage(Generic[T]):
         if running is not None:
             return running[1].result()
         try:
-            value = self._compute(image)
+            value = (compute or self._compute)(image)
         except BaseException as exc:
             with self._lock:
                 del self._running[key]
@@ -186,11 +199,16 @@ class PerImage(Generic[T]):
                 del self._values[key]
 
 
-def image_key(image: Image.Image) -> str:
+def image_key(image: Image.Image, pixels: np.ndarray | None = None) -> str:
     """SHA-256 of an image's mode, size and raw pixels (`tobytes()`): equal images get equal
     keys. Hashed piece by piece (`raw_chunks`): 2.1 ms for a 1024x768 image against 3.5 with
-    `tobytes()`, whose fresh 2.4 MB buffer costs more in page faults than the hash itself."""
+    `tobytes()`, whose fresh 2.4 MB buffer costs more in page faults than the hash itself.
+    `pixels`: the image's `np.asarray` (the same bytes for L, RGB and RGBA), when the caller
+    has it anyway (`png_bytes`), hashed as it is."""
     digest = hashlib.sha256(f"{image.mode}:{image.width}x{image.height}:".encode())
+    if pixels is not None:
+        digest.update(pixels.data)
+        return digest.hexdigest()
     for chunk in raw_chunks(image):
         digest.update(chunk)
     return digest.hexdigest()
@@ -284,7 +302,10 @@ class Recent(Generic[S, T]):
         self._lock = threading.Lock()
 
     def __call__(self, source: S) -> T:
-        key = self._key(source)
+        return self.get(self._key(source), lambda: self._compute(source))
+
+    def get(self, key: Hashable, compute: Callable[[], T]) -> T:
+        """The value kept for `key`, else `compute()`'s (kept)."""
         with self._lock:
             if key in self._values:
                 self._values.move_to_end(key)
@@ -295,7 +316,7 @@ class Recent(Generic[S, T]):
         if running is not None:
             return running.result()
         try:
-            value = self._compute(source)
+            value = compute()
         except BaseException as exc:
             with self._lock:
                 del self._running[key]
@@ -317,12 +338,35 @@ class Recent(Generic[S, T]):
             self._size = 0
 
 
-def _png_key(image: Image.Image) -> tuple:
-    """The pixels and the `info` entries PNG's writer reads: equal keys, equal bytes."""
-    return (pixel_key(image), *(repr(image.info.get(name)) for name in _PNG_INFO))
+def _png_key(image: Image.Image, key: str | None = None) -> tuple:
+    """The pixels (`key`, else the image's `pixel_key`) and the `info` entries PNG's writer
+    reads: equal keys, equal bytes."""
+    return (key or pixel_key(image), *(repr(image.info.get(name)) for name in _PNG_INFO))
 
 
-png_bytes: PerImage[bytes] = PerImage(Recent(encode_png, _png_key, len, budget=256 << 20))
+_recent_pngs: Recent[Image.Image, bytes] = Recent(encode_png, _png_key, len, budget=256 << 20)
+
+
+def _png(image: Image.Image) -> bytes:
+    """`encode_png(image)`, kept for equal pixels and PNG metadata seen recently (`Recent`).
+
+    An image neither keyed nor encoded yet (every new episode's) is packed into bytes once
+    (`np.asarray`) for both its key and its PNG: packing holds the GIL, ~1 ms for 1024x768.
+    """
+    packed: list[np.ndarray] = []
+
+    def key_from_pixels(image: Image.Image) -> str:
+        if not _plain_png(image):
+            return image_key(image)
+        packed.append(np.asarray(image))
+        return image_key(image, packed[0])
+
+    key = _png_key(image, pixel_key(image, key_from_pixels))
+    pixels = packed[0] if packed else None
+    return _recent_pngs.get(key, lambda: encode_png(image, pixels=pixels))
+
+
+png_bytes: PerImage[bytes] = PerImage(_png)
 """`encode_png(image)`, encoded once per live image and reused for equal pixels seen recently.
 The image store and the openai engine's requests share it: an episode's image would otherwise
 be encoded once for the store and once more for the first request that sends it, per episode."""
