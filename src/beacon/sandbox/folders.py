@@ -63,8 +63,18 @@ def remove_tree(path: str) -> None:
     """Unmount every mount at or under `path`, then delete what is left.
 
     Neither step recurses in Python: 3 000 nested folders or 500 000 files cost no stack, and
-    an unmounted tmpfs frees its files at once.
+    an unmounted tmpfs frees its files at once. A session's folder is its own tmpfs: detached
+    with whatever is mounted below it, it is then an empty folder, and the mount table (which
+    grows with every open session) need not be read.
     """
+    if _libc.umount2(path.encode(), _MNT_DETACH) == 0:
+        try:
+            os.rmdir(path)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            pass  # files of its own under the mount point: the general way below
     for mount_point in sorted(_mounts_under(path), key=len, reverse=True):
         _libc.umount2(mount_point.encode(), _MNT_DETACH)
     try:
