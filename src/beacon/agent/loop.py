@@ -140,9 +140,9 @@ class AgentLoop:
         """Yield (spec, trajectory) as episodes finish, each episode its own task."""
         if max_active < 1:
             raise ValueError(f"max_active={max_active} must be at least 1 (eval: concurrency)")
-        _freeze_long_lived()
         pending = iter(specs)
         running: set[asyncio.Task] = set()
+        _freeze_heap()
         try:
             while True:
                 while len(running) < max_active and (spec := next(pending, None)) is not None:
@@ -157,6 +157,7 @@ class AgentLoop:
                 task.cancel()
             if running:
                 await asyncio.gather(*running, return_exceptions=True)
+            _thaw_heap()
 
     async def run_episode(self, spec: EpisodeSpec) -> Trajectory:
         """Run one episode to its end and return its trajectory."""
@@ -346,21 +347,33 @@ class AgentLoop:
 
 
 _END = object()
-_frozen = threading.Lock()  # held for good once the first stream has frozen the heap
+_streams = 0  # streams running in this process (threads each run their own)
+_streams_lock = threading.Lock()
 
 
-def _freeze_long_lived() -> None:
-    """Once per process, before the first episodes: collect, then move every object alive
-    (modules, tokenizer, engine, configs) out of the garbage collector's reach (`gc.freeze`).
+def _freeze_heap() -> None:
+    """While episodes stream, the objects alive when the first stream started (modules,
+    tokenizer, engine, model) are out of the garbage collector's reach (`gc.freeze`).
 
-    Episodes make many container objects; every so often Python then walks the whole heap in a
-    full collection, with every thread stopped: ~150 ms here with 64 episodes in flight, and
-    8% of their throughput (`benchmarks/eval_throughput.py`). Frozen objects are still freed
-    by reference counting; only a reference cycle among them would now stay for good.
+    Episodes make many container objects, and every so often Python then walks the whole heap
+    in a full collection with every thread stopped: ~150 ms with 64 episodes in flight, 5-9%
+    of their throughput (`benchmarks/eval_throughput.py`). `_thaw_heap` gives the objects back
+    when the last stream ends, so nothing that died meanwhile (a model dropped between two
+    evaluations, in a reference cycle) stays for good.
     """
-    if _frozen.acquire(blocking=False):
-        gc.collect()
-        gc.freeze()
+    global _streams
+    with _streams_lock:
+        _streams += 1
+        if _streams == 1:
+            gc.freeze()
+
+
+def _thaw_heap() -> None:
+    global _streams
+    with _streams_lock:
+        _streams -= 1
+        if _streams == 0:
+            gc.unfreeze()
 
 
 def _drive(loop: asyncio.AbstractEventLoop, task: asyncio.Task, handoff: queue.Queue) -> None:
