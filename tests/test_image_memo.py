@@ -68,52 +68,50 @@ def _by_size(compute) -> Recent[Image.Image, bytes]:
     return Recent(compute, key=lambda image: image.size, size=len, budget=10)
 
 
-def test_callers_of_a_key_being_computed_wait_for_that_computation() -> None:
+def _callers_of_a_held_computation(make_memo, outcome, sources: list) -> tuple:
+    """`memo(source)` for each source from its own thread, the first call's computation held
+    until the others have reached it; its result is `outcome(number of computations)`.
+    Returns the memo, the calls' futures (all done) and the computations counted."""
     calls: list[int] = []
     started, release = threading.Event(), threading.Event()
 
-    def slow(image: Image.Image) -> bytes:
+    def slow(image: Image.Image) -> object:
         calls.append(1)
         started.set()
         release.wait(10)
-        return b"png"
+        return outcome(len(calls))
 
-    recent = _by_size(slow)
-    with ThreadPoolExecutor(8) as pool:
-        first = pool.submit(recent, Image.new("RGB", (5, 5)))
+    memo = make_memo(slow)
+    with ThreadPoolExecutor(len(sources)) as pool:
+        first = pool.submit(memo, sources[0])
         assert started.wait(10)
-        rest = [pool.submit(recent, Image.new("RGB", (5, 5))) for _ in range(7)]
+        rest = [pool.submit(memo, source) for source in sources[1:]]
         time.sleep(0.1)  # let them reach the running computation (a G-rollout group's copies)
         release.set()
-        assert [f.result() for f in [first, *rest]] == [b"png"] * 8
+    return memo, [first, *rest], calls
+
+
+def test_callers_of_a_key_being_computed_wait_for_that_computation() -> None:
+    copies = [Image.new("RGB", (5, 5)) for _ in range(8)]
+    _, futures, calls = _callers_of_a_held_computation(_by_size, lambda n: b"png", copies)
+    assert [f.result() for f in futures] == [b"png"] * 8
     assert calls == [1]
 
 
 def test_per_image_callers_of_an_image_being_computed_wait_for_it() -> None:
     """An episode's request and its trajectory's record ask for one image's key at once: it
     is hashed once. A failure reaches every waiter and is not kept."""
-    calls: list[int] = []
-    started, release = threading.Event(), threading.Event()
 
-    def slow(image: Image.Image) -> int:
-        calls.append(1)
-        started.set()
-        release.wait(10)
-        if len(calls) == 1:
+    def outcome(n: int) -> int:
+        if n == 1:
             raise ValueError("first try fails")
-        return len(calls)
+        return n
 
-    memo = PerImage(slow)
     image = Image.new("RGB", (3, 3))
-    with ThreadPoolExecutor(4) as pool:
-        first = pool.submit(memo, image)
-        assert started.wait(10)
-        rest = [pool.submit(memo, image) for _ in range(3)]
-        time.sleep(0.1)
-        release.set()
-        for future in [first, *rest]:
-            with pytest.raises(ValueError, match="first try"):
-                future.result()
+    memo, futures, calls = _callers_of_a_held_computation(PerImage, outcome, [image] * 4)
+    for future in futures:
+        with pytest.raises(ValueError, match="first try"):
+            future.result()
     assert calls == [1] and memo(image) == 2 and memo(image) == 2 and calls == [1, 1]
 
 

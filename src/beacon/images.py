@@ -16,7 +16,6 @@ import weakref
 import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator
-from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, BinaryIO, Generic, TypeVar
 
@@ -160,7 +159,7 @@ class PerImage(Generic[T]):
     def __init__(self, compute: Callable[[Image.Image], T]) -> None:
         self._compute = compute
         self._values: dict[int, tuple[weakref.ref, T]] = {}
-        self._running: dict[int, _Running] = {}
+        self._running: dict[int, tuple[Image.Image, _Pending[T]]] = {}
         # reentrant: a garbage collection inside the lock may run `_forget` on this thread
         self._lock = threading.RLock()
 
@@ -173,11 +172,11 @@ class PerImage(Generic[T]):
             if entry is not None and entry[0]() is image:
                 return entry[1]
             running = self._running.get(key)
-            if running is None or running.image is not image:
+            if running is None or running[0] is not image:
                 running = None
-                self._running[key] = mine = _Running(image)
+                self._running[key] = (image, mine := _Pending())
         if running is not None:
-            return running.wait()
+            return running[1].wait()
         try:
             value = (compute or self._compute)(image)
         except BaseException as exc:
@@ -199,13 +198,12 @@ class PerImage(Generic[T]):
                 del self._values[key]
 
 
-class _Running:
-    """A computation under way that other threads wait for: a plain lock held until it ends (a
-    `Future` per image cost ~3% of the harness's time with 64 episodes in flight, mostly
-    building its `Condition`, for a wait that is rare)."""
+class _Pending(Generic[T]):
+    """A computation under way that other threads wait for (`PerImage`, `Recent`): a plain lock
+    held until it ends. A `Future` per computation cost ~3% of the harness's time with 64
+    episodes in flight, mostly building its `Condition`, for a wait that is rare."""
 
-    def __init__(self, image: Image.Image) -> None:
-        self.image = image
+    def __init__(self) -> None:
         self._done = threading.Lock()
         self._done.acquire()
         self._value: Any = None
@@ -215,7 +213,7 @@ class _Running:
         self._value, self._error = value, error
         self._done.release()
 
-    def wait(self) -> Any:
+    def wait(self) -> T:
         with self._done:
             pass
         if self._error is not None:
@@ -321,7 +319,7 @@ class Recent(Generic[S, T]):
     ) -> None:
         self._compute, self._key, self._sizeof, self.budget = compute, key, size, budget
         self._values: OrderedDict[Hashable, T] = OrderedDict()
-        self._running: dict[Hashable, Future[T]] = {}
+        self._running: dict[Hashable, _Pending[T]] = {}
         self._size = 0
         self._lock = threading.Lock()
 
@@ -336,15 +334,15 @@ class Recent(Generic[S, T]):
                 return self._values[key]
             running = self._running.get(key)
             if running is None:
-                self._running[key] = mine = Future()
+                self._running[key] = mine = _Pending()
         if running is not None:
-            return running.result()
+            return running.wait()
         try:
             value = compute()
         except BaseException as exc:
             with self._lock:
                 del self._running[key]
-            mine.set_exception(exc)
+            mine.finish(error=exc)
             raise
         with self._lock:
             del self._running[key]
@@ -352,7 +350,7 @@ class Recent(Generic[S, T]):
             self._size += self._sizeof(value)
             while self._size > self.budget:
                 self._size -= self._sizeof(self._values.popitem(last=False)[1])
-        mine.set_result(value)
+        mine.finish(value)
         return value
 
     def clear(self) -> None:

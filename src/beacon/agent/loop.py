@@ -254,7 +254,8 @@ class AgentLoop:
         return result
 
     def _open(self, spec: EpisodeSpec) -> tuple[EpisodeState, Any]:
-        """Load the images, open the sandbox session and record the prompt (in a thread)."""
+        """Load the images, make the (deferred) sandbox session and start the episode's state
+        with its opening messages (in a thread)."""
         state = EpisodeState(
             spec,
             self.format,

@@ -67,16 +67,9 @@ def remove_tree(path: str) -> None:
     with whatever is mounted below it, it is then an empty folder, and the mount table (which
     grows with every open session) need not be read.
     """
-    if _libc.umount2(path.encode(), _MNT_DETACH) == 0:
-        try:
-            os.rmdir(path)
-            return
-        except FileNotFoundError:
-            return
-        except OSError:
-            pass  # files of its own under the mount point: the general way below
-    for mount_point in sorted(_mounts_under(path), key=len, reverse=True):
-        _libc.umount2(mount_point.encode(), _MNT_DETACH)
+    if _libc.umount2(path.encode(), _MNT_DETACH) != 0:  # not a mount point itself
+        for mount_point in sorted(_mounts_under(path), key=len, reverse=True):
+            _libc.umount2(mount_point.encode(), _MNT_DETACH)
     try:
         os.rmdir(path)  # an unmounted session folder is empty: no `rm` process (4 ms) needed
     except FileNotFoundError:
