@@ -487,6 +487,39 @@ ATTACKS = [
         error_has="No space left",
         needs_quota=True,
     ),
+    # --- returned images travel through files in the session's folder (wire.image_file)
+    Attack(
+        "image-files",
+        "symlink-at-the-name",
+        "for c in range(1, 4):\n    for i in range(4):\n"
+        "        os.symlink('$sentinel', f'.beacon-image-{c}-{i}')\nimage.show()",
+        outcome="ok",
+        images=1,
+    ),
+    Attack(
+        "image-files",
+        "fifo-at-the-name",
+        "for c in range(1, 4):\n    for i in range(4):\n"
+        "        os.mkfifo(f'.beacon-image-{c}-{i}')\nimage.show()",
+        outcome="ok",
+        images=1,
+    ),
+    Attack(
+        "image-files",
+        "folder-not-writable",
+        "os.chmod(output_dir, 0o500)\nimage.show()",
+        outcome="ok",
+        images=1,
+    ),
+    Attack(
+        "image-files",
+        "quota-full",
+        "try:\n    with open('fill', 'wb') as f:\n        while True:\n"
+        "            f.write(b'0' * (1 << 20))\nexcept OSError:\n    pass\nimage.show()",
+        outcome="ok",
+        images=1,
+        needs_quota=True,
+    ),
     # --- the trusted side must never crash or stall on what the code leaves behind
     Attack(
         "trusted-side",

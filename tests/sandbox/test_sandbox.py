@@ -83,6 +83,38 @@ def test_images_come_back_by_every_thyme_convention(
     assert [img.size for img in r.images] == [size]
 
 
+RETURNED = (
+    "pixels = np.random.default_rng(5).integers(0, 256, (23, 37, 4), dtype=np.uint8)\n"
+    "for mode in ('RGB', 'RGBA', 'L', 'P'):\n"
+    "    Image.fromarray(pixels).convert(mode).show()\n"
+)
+SQUATTED = (
+    "for call in range(1, 4):\n    for i in range(4):\n"
+    "        os.mkdir(os.path.join(output_dir, f'.beacon-image-{call}-{i}'))\n"
+)
+
+
+@pytest.mark.parametrize("squatted", [False, True], ids=["in-files", "names-taken"])
+def test_returned_images_arrive_pixel_for_pixel_and_leave_no_files(
+    sandbox: Sandbox, squatted: bool
+) -> None:
+    """Images come back through files in the session's folder, read once and removed; where
+    the code took their names, through the result frame instead, with the same pixels."""
+    pixels = np.random.default_rng(5).integers(0, 256, (23, 37, 4), dtype=np.uint8)
+    expected = [Image.fromarray(pixels).convert(mode) for mode in ("RGB", "RGBA", "L", "RGB")]
+    expected[3] = Image.fromarray(pixels).convert("P").convert("RGB")
+    with sandbox.session(images=[make_image()]) as s:
+        r = s.run((SQUATTED if squatted else "") + RETURNED)
+        assert r.ok, r.error
+        assert [(img.mode, img.tobytes()) for img in r.images] == [
+            (img.mode, img.tobytes()) for img in expected
+        ]
+        left = sorted(p.name for p in Path(s.host_output_dir).iterdir())
+    assert left == (
+        sorted(f".beacon-image-{c}-{i}" for c in range(1, 4) for i in range(4)) if squatted else []
+    )
+
+
 def test_printing_the_input_path_does_not_return_the_input(sandbox: Sandbox) -> None:
     with sandbox.session(images=[make_image()]) as s:
         r = s.run("print(image_path)")

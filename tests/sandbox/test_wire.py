@@ -6,12 +6,14 @@ import dataclasses
 import json
 import os
 import struct
+import threading
 import time
+from pathlib import Path
 
 import pytest
 
 from beacon.sandbox import wire
-from beacon.sandbox.config import SandboxConfig
+from beacon.sandbox.config import ExecResult, SandboxConfig
 from beacon.sandbox.results import decode_result
 
 LIMITS = wire.FrameLimits(max_header_bytes=1024, max_blobs=2, max_total_bytes=100)
@@ -27,6 +29,20 @@ def test_round_trip() -> None:
     frame = wire.decode_frame(data, LIMITS)
     assert frame.header == {"a": 1, "text": "héllo", "blobs": [3, 0]}
     assert frame.blobs == [b"xyz", b""]
+
+
+def test_write_parts_writes_everything_in_order_through_partial_writes() -> None:
+    """Parts larger than the pipe's buffer: `writev` returns early, mid-part and between."""
+    parts = [b"a" * 70_000, b"", memoryview(bytearray(b"b" * 100_001))[1:], b"c", b"d" * 65_536]
+    read, write = os.pipe()
+    got = bytearray()
+    reader = threading.Thread(target=lambda: got.extend(wire.read_exact(read, 235_537)))
+    reader.start()
+    wire.write_parts(write, parts)
+    reader.join()
+    os.close(read)
+    os.close(write)
+    assert got == b"".join(parts)
 
 
 @pytest.mark.parametrize(
@@ -140,6 +156,10 @@ def test_image_descriptions_are_checked(meta: object, size: int, message: str | 
 CFG = SandboxConfig(max_stdout_chars=10, max_images=2, max_image_pixels=16, isolation="none")
 
 
+def decode(frame: wire.Frame, folder: Path = Path("/nonexistent-beacon-folder")) -> ExecResult:
+    return decode_result(frame, CFG, str(folder), call=1)
+
+
 def reply(child_header: dict, blobs: list[bytes] = (), **worker: object) -> wire.Frame:
     child = wire.encode_frame(child_header, list(blobs))
     head = {"op": "result", "exit_code": 0, "timed_out": False, "overflow": False, **worker}
@@ -152,7 +172,7 @@ def good_child(**fields: object) -> dict:
 
 def test_a_valid_reply_becomes_a_result_with_images() -> None:
     meta = {"mode": "L", "width": 2, "height": 2}
-    result = decode_result(reply(good_child(images=[meta]), [b"\x00\x01\x02\x03"]), CFG)
+    result = decode(reply(good_child(images=[meta]), [b"\x00\x01\x02\x03"]))
     assert result.ok and result.stdout == "hi"
     assert result.images[0].size == (2, 2) and list(result.images[0].tobytes()) == [0, 1, 2, 3]
 
@@ -169,15 +189,67 @@ def test_a_valid_reply_becomes_a_result_with_images() -> None:
     ],
 )
 def test_lying_children_get_a_malformed_result_error(child: dict, blobs: list[bytes]) -> None:
-    result = decode_result(reply(child, blobs), CFG)
+    result = decode(reply(child, blobs))
     assert not result.ok
     assert result.images == []
     assert "malformed result" in result.error
 
 
+def test_images_in_files_are_read_once_and_removed(tmp_path: Path) -> None:
+    Path(wire.image_file(str(tmp_path), 1, 0)).write_bytes(b"\x00\x01\x02\x03")
+    metas = [
+        {"mode": "L", "width": 2, "height": 2, "file": True},
+        {"mode": "L", "width": 1, "height": 1},
+    ]
+    result = decode(reply(good_child(images=metas), [b"\x09"]), tmp_path)
+    assert result.ok, result.error
+    assert [img.tobytes() for img in result.images] == [b"\x00\x01\x02\x03", b"\x09"]
+    assert list(tmp_path.iterdir()) == []
+
+
+def _plant(kind: str, path: Path, elsewhere: Path) -> None:
+    if kind == "symlink":
+        elsewhere.write_bytes(b"SECRET")  # the size the description asks for
+        path.symlink_to(elsewhere)
+    elif kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "folder":
+        path.mkdir()
+    elif kind == "short":
+        path.write_bytes(b"xyz")
+    elif kind == "long":
+        path.write_bytes(b"x" * 9)
+
+
+@pytest.mark.parametrize("kind", ["missing", "symlink", "fifo", "folder", "short", "long"])
+def test_whatever_the_code_put_at_an_image_files_name_is_a_malformed_result(
+    tmp_path: Path, kind: str
+) -> None:
+    """The session's own code may replace its image file (its save runs after the answer):
+    the trusted side follows no symlink, never blocks on a FIFO, reads only a regular file of
+    the declared size, and removes the name whatever it is."""
+    folder, elsewhere = tmp_path / "session", tmp_path / "host-file"
+    folder.mkdir()
+    _plant(kind, Path(wire.image_file(str(folder), 1, 0)), elsewhere)
+    meta = {"mode": "RGB", "width": 2, "height": 1, "file": True}
+    result = decode(reply(good_child(images=[meta])), folder)
+    assert not result.ok and "malformed result" in result.error and result.images == []
+    assert [p.name for p in folder.iterdir()] == ([".beacon-image-1-0"] if kind == "folder" else [])
+    if kind == "symlink":
+        assert elsewhere.read_bytes() == b"SECRET"
+
+
+def test_image_files_of_a_stopped_call_are_removed(tmp_path: Path) -> None:
+    for index in range(CFG.max_images):
+        Path(wire.image_file(str(tmp_path), 1, index)).write_bytes(b"left")
+    Path(wire.image_file(str(tmp_path), 2, 0)).write_bytes(b"next call")
+    assert decode(reply(good_child(), timed_out=True), tmp_path).timed_out
+    assert [p.name for p in tmp_path.iterdir()] == [".beacon-image-2-0"]
+
+
 def test_oversized_text_from_the_child_is_cut_to_the_limits() -> None:
     child = good_child(stdout="x" * 500, stdout_chars=500, error="E" * 10_000)
-    result = decode_result(reply(child), CFG)
+    result = decode(reply(child))
     assert result.stdout == "x" * 10 + "\n... [output truncated: 10 of 500 characters shown]"
     assert len(result.error) == 2000
 
@@ -185,7 +257,7 @@ def test_oversized_text_from_the_child_is_cut_to_the_limits() -> None:
 def test_a_child_frame_larger_than_the_limits_is_rejected() -> None:
     huge = json.dumps({"stdout": "x" * 2_000_000}).encode()
     frame = wire.Frame({"op": "result", "exit_code": 0}, [struct.pack("<I", len(huge)) + huge])
-    assert "malformed result" in decode_result(frame, CFG).error
+    assert "malformed result" in decode(frame).error
 
 
 @pytest.mark.parametrize(
@@ -201,7 +273,7 @@ def test_a_child_frame_larger_than_the_limits_is_rejected() -> None:
     ],
 )
 def test_worker_status_explains_a_stopped_call(worker: dict, message: str) -> None:
-    result = decode_result(reply(good_child(), **worker), CFG)
+    result = decode(reply(good_child(), **worker))
     assert not result.ok
     assert message in result.error
 
@@ -210,7 +282,7 @@ def test_a_deeply_nested_forged_header_is_a_malformed_result_not_a_crash() -> No
     """Before: 60 000 nested '[' made json.loads raise RecursionError out of Session.run()."""
     head = b"[" * 60_000 + b"]" * 60_000
     frame = wire.Frame({"op": "result", "exit_code": 0}, [struct.pack("<I", len(head)) + head])
-    result = decode_result(frame, CFG)
+    result = decode(frame)
     assert not result.ok and "nested too deeply" in result.error
 
 
@@ -225,7 +297,7 @@ def test_a_deeply_nested_forged_header_is_a_malformed_result_not_a_crash() -> No
 )
 def test_results_hold_valid_utf8_only(child: dict) -> None:
     """Before: lone surrogates came back in stdout/error and broke the eval's JSONL writer."""
-    result = decode_result(reply(child), CFG)
+    result = decode(reply(child))
     texts = [result.stdout, result.error or "", *result.notes]
     json.dumps(texts, ensure_ascii=False).encode("utf-8")
     assert all("\\ud" in t or "\\udc" in t or t.isascii() for t in texts)

@@ -30,6 +30,7 @@ call number in both files, and the call is told that those variables were not ca
 from __future__ import annotations
 
 import builtins
+import contextlib
 import dis
 import fcntl
 import io
@@ -320,13 +321,49 @@ def execute(ep: CallContext) -> list[wire.Bytes]:
             f"{len(images)} images were returned; only the first {request.max_images} were kept"
         )
         images = images[: request.max_images]
-    metas, blobs = [], []
-    for img in images:
-        img = img if img.mode in wire.IMAGE_CHANNELS else img.convert("RGB")
-        metas.append(wire.image_meta(img.mode, img.width, img.height))
-        blobs.append(img.tobytes())
+    metas, blobs = _hand_over(images, request)
     header = {"stdout": stdout, "stdout_chars": out.total, "error": error, "notes": notes}
     return wire.frame_parts({**header, "images": metas}, blobs)
+
+
+def _hand_over(
+    images: list[Image.Image], request: wire.RunRequest
+) -> tuple[list[dict[str, Any]], list[bytes]]:
+    """Each image's description, with its pixels in `wire.image_file` or else as a blob.
+
+    A 600x450 RGB image costs 1.2 ms less through a file than through the two pipes to the
+    trusted process (benchmarks/sandbox_latency.py). The blob is the fallback where the file
+    cannot be written: the session's quota or the file size limit is reached, or the code
+    made the name or took away the folder.
+    """
+    metas, blobs = [], []
+    for index, img in enumerate(images):
+        img = img if img.mode in wire.IMAGE_CHANNELS else img.convert("RGB")
+        meta = wire.image_meta(img.mode, img.width, img.height)
+        pixels = img.tobytes()
+        if _write_new_file(wire.image_file(request.out_dir, request.call, index), pixels):
+            meta["file"] = True
+        else:
+            blobs.append(pixels)
+        metas.append(meta)
+    return metas, blobs
+
+
+def _write_new_file(path: str, data: bytes) -> bool:
+    """Write `data` to a file that did not exist; False (and no file) where that fails."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except OSError:
+        return False
+    try:
+        wire.write_all(fd, data)
+        return True
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        return False
+    finally:
+        os.close(fd)
 
 
 REHEARSAL = (

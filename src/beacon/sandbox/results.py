@@ -4,12 +4,17 @@ The worker's header says how the child ended (exit status, timeout, overflow); i
 the child's own result frame, which is parsed with `wire.decode_frame` and checked field by
 field: text is truncated to the configured sizes and made valid UTF-8 (lone surrogates become
 `\\udcXX` escapes), images must match their declared mode and size and stay under the pixel
-limit. Nothing here raises: a result that fails a check becomes an error result.
+limit, and an image left in a file (`wire.image_file`) is read only from a regular file of
+exactly that size. Nothing here raises: a result that fails a check becomes an error result.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
+import stat
+from collections.abc import Callable
 from typing import Any
 
 from PIL import Image
@@ -42,8 +47,21 @@ def child_limits(cfg: SandboxConfig) -> wire.FrameLimits:
     )
 
 
-def decode_result(frame: wire.Frame, cfg: SandboxConfig) -> ExecResult:
-    """The ExecResult for one worker reply (header + the child's frame as its only blob)."""
+def decode_result(frame: wire.Frame, cfg: SandboxConfig, folder: str, call: int) -> ExecResult:
+    """The ExecResult for one worker reply (header + the child's frame as its only blob).
+
+    `folder` and `call` locate the image files the child left (`wire.image_file`); they are
+    all removed before this returns, read or not (a call stopped mid-way leaves some).
+    """
+    try:
+        return _decode(frame, cfg, folder, call)
+    finally:
+        for index in range(cfg.max_images):
+            with contextlib.suppress(OSError):
+                os.unlink(wire.image_file(folder, call, index))
+
+
+def _decode(frame: wire.Frame, cfg: SandboxConfig, folder: str, call: int) -> ExecResult:
     head = frame.header
     stopped = _stop_reason(head, cfg)
     notes = (
@@ -61,7 +79,7 @@ def decode_result(frame: wire.Frame, cfg: SandboxConfig) -> ExecResult:
         )
     try:
         child = wire.decode_frame(frame.blobs[0], child_limits(cfg))
-        return _child_result(child, cfg, notes)
+        return _child_result(child, cfg, notes, lambda i: wire.image_file(folder, call, i))
     except Exception as exc:  # WireError, and anything a forged frame may still provoke
         reason = str(exc) if isinstance(exc, wire.WireError) else type(exc).__name__
         return ExecResult(ok=False, error=f"the code's process sent a malformed result: {reason}")
@@ -113,7 +131,9 @@ def _signal_text(number: int, cfg: SandboxConfig) -> str:
     return f"the code crashed the interpreter ({name})"
 
 
-def _child_result(child: wire.Frame, cfg: SandboxConfig, notes: list[str]) -> ExecResult:
+def _child_result(
+    child: wire.Frame, cfg: SandboxConfig, notes: list[str], image_file: Callable[[int], str]
+) -> ExecResult:
     head = child.header
     stdout = head.get("stdout")
     error = head.get("error")
@@ -130,12 +150,19 @@ def _child_result(child: wire.Frame, cfg: SandboxConfig, notes: list[str]) -> Ex
             valid_text(n[:_MAX_ERROR_CHARS]) for n in child_notes[:_MAX_NOTES] if isinstance(n, str)
         ]
     metas = head.get("images")
-    if not isinstance(metas, list) or len(metas) != len(child.blobs):
-        raise wire.WireError("result must describe exactly one image per blob")
-    images = []
-    for meta, blob in zip(metas, child.blobs, strict=True):
-        mode, width, height = wire.check_image_meta(meta, len(blob), cfg.max_image_pixels)
-        images.append(Image.frombytes(mode, (width, height), blob))
+    if not isinstance(metas, list) or len(metas) > cfg.max_images:
+        raise wire.WireError(f"result must describe at most {cfg.max_images} images in a list")
+    in_file = [isinstance(meta, dict) and meta.get("file") is True for meta in metas]
+    if in_file.count(False) != len(child.blobs):
+        raise wire.WireError("result must describe exactly one image per blob or file")
+    images, blobs = [], iter(child.blobs)
+    for index, meta in enumerate(metas):
+        if in_file[index]:
+            pixels = _read_image_file(image_file(index), meta, cfg.max_image_pixels)
+        else:
+            pixels = next(blobs)
+        mode, width, height = wire.check_image_meta(meta, len(pixels), cfg.max_image_pixels)
+        images.append(Image.frombytes(mode, (width, height), pixels))
     return ExecResult(
         ok=error is None,
         stdout=valid_text(stdout),
@@ -143,3 +170,34 @@ def _child_result(child: wire.Frame, cfg: SandboxConfig, notes: list[str]) -> Ex
         images=images,
         notes=notes,
     )
+
+
+def _read_image_file(path: str, meta: dict[str, Any], max_pixels: int) -> bytearray:
+    """The pixels a child left at `path`: a regular file of exactly the declared size.
+
+    The folder is the session's own, so its code may have put anything at that name, or may
+    change the file while it is read (its carried-variable save runs after the answer).
+    Opening refuses a symlink (O_NOFOLLOW) and never waits (O_NONBLOCK: a FIFO without a
+    writer, a file under a lease); anything but a regular file of the declared size, or a file
+    truncated while read, fails the result. Never mapped: a truncation would be a SIGBUS here.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise wire.WireError(f"its image file cannot be opened ({exc.strerror})") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise wire.WireError("its image file is not a regular file")
+        wire.check_image_meta(meta, info.st_size, max_pixels)
+        pixels = bytearray(info.st_size)
+        got = 0
+        with memoryview(pixels) as view:
+            while got < len(pixels):
+                count = os.readv(fd, [view[got:]])
+                if not count:
+                    raise wire.WireError("its image file was truncated while it was read")
+                got += count
+        return pixels
+    finally:
+        os.close(fd)

@@ -457,7 +457,7 @@ class Session:
                 logger.info("sandbox worker %d grew to %d MB; replacing it", slot.index,
                             worker.rss_kb // 1024)  # fmt: skip
                 slot.replace()
-        return results.decode_result(frame, cfg)
+        return results.decode_result(frame, cfg, request.out_dir, request.call)
 
     def close(self) -> None:
         """End the episode: its processes are killed now; its folder is removed off this thread.

@@ -525,9 +525,7 @@ def _child(ctrl_r: int, result_w: int, worker: int, seccomp: _Seccomp | None) ->
     try:
         ep = episode.prepare(request)
         wire.write_all(result_w, STATE_LOADED)
-        for part in episode.execute(ep):
-            wire.write_all(result_w, part)
-        wire.write_all(result_w, DONE)
+        wire.write_parts(result_w, [*episode.execute(ep), DONE])
         os.close(result_w)
         if request.carry:  # after the result is out, while the caller reads it
             episode.save_state(ep)
