@@ -12,6 +12,7 @@ import os
 import secrets
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +22,7 @@ import pytest
 from PIL import Image
 
 from beacon.sandbox import Sandbox, folders
+from beacon.sandbox.pool import Worker, WorkerDied
 
 from .helpers import assert_benign_call_works, make_image, tight_config
 
@@ -206,19 +208,39 @@ def test_a_slow_save_delays_no_other_session_and_dies_with_its_session(
             assert_benign_call_works(b)
     assert _live_pids(a.uid)  # B was served while A's save was still running
     a.close()
+    assert _dies(a.uid)
+
+
+def _dies(uid: int) -> bool:
     for _ in range(200):  # SIGKILL is sent by close(); the exit itself takes a moment
-        if not _live_pids(a.uid):
-            break
+        if not _live_pids(uid):
+            return True
         time.sleep(0.01)
-    assert _live_pids(a.uid) == []
+    return False
+
+
+def test_closing_does_not_wait_for_another_sessions_call(one_worker: Sandbox) -> None:
+    """The worker ends a closed session's savers between, and during, other sessions' calls."""
+    a = one_worker.session(images=[make_image()])
+    assert a.run(SLOW_SAVE + "x = Slow()").ok
+    with one_worker.session(images=[make_image()]) as b:
+        long_call = threading.Thread(target=b.run, args=("time.sleep(4)",))
+        long_call.start()
+        time.sleep(0.5)  # B's call is running on the only worker
+        a.close()
+        assert long_call.is_alive()  # A's close did not wait for it
+        assert _dies(a.uid)
+        long_call.join()
 
 
 @needs_root
-def test_only_sessions_whose_code_reached_a_worker_scan_for_their_processes(
+def test_closing_asks_the_worker_and_scans_proc_only_where_it_cannot_vouch(
     one_worker: Sandbox, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """No process ever ran as a session's uid unless one of its calls reached a worker, so
-    closing the others skips the /proc scan (one per episode that answered without code)."""
+    """No process ever ran as a session's uid unless one of its calls reached a worker: the
+    others close without anything to kill. The worker that ran all of a session's calls kills
+    its savers; /proc is scanned (about 1 ms) only where that worker was replaced meanwhile or
+    does not answer."""
     scanned: list[int] = []
     real_kill = folders.kill_uid
     monkeypatch.setattr(folders, "kill_uid", lambda uid: scanned.append(uid) or real_kill(uid))
@@ -226,10 +248,27 @@ def test_only_sessions_whose_code_reached_a_worker_scan_for_their_processes(
     refused = one_worker.session(images=[make_image()])
     assert not refused.run("x = 1\n" * one_worker.config.max_code_chars).ok  # never sent
     ran = one_worker.session(images=[make_image()])
-    assert ran.run("x = 1").ok
+    assert ran.run(SLOW_SAVE + "x = Slow()").ok
     for session in (idle, refused, ran):
         session.close()
-    assert scanned == [ran.uid]
+    assert scanned == [] and _dies(ran.uid)
+
+    moved = one_worker.session(images=[make_image()])
+    assert moved.run("x = 1").ok
+    moved._slot.replace()  # as after a worker grew too large or died
+    assert moved.run("y = 2").ok
+    moved.close()
+    assert scanned == [moved.uid]
+
+    mute = one_worker.session(images=[make_image()])
+    assert mute.run(SLOW_SAVE + "x = Slow()").ok
+
+    def no_answer(worker: Worker, session: str, deadline: float) -> int:
+        raise WorkerDied("no answer")
+
+    monkeypatch.setattr(Worker, "end_session", no_answer)
+    mute.close()
+    assert scanned == [moved.uid, mute.uid] and _dies(mute.uid)
 
 
 def test_stale_roots_of_killed_sandboxes_are_removed(tmp_path: Path) -> None:

@@ -331,8 +331,8 @@ def _hand_over(
 ) -> tuple[list[dict[str, Any]], list[bytes]]:
     """Each image's description, with its pixels in `wire.image_file` or else as a blob.
 
-    A 600x450 RGB image costs 1.2 ms less through a file than through the two pipes to the
-    trusted process (benchmarks/sandbox_latency.py). The blob is the fallback where the file
+    A 600x450 RGB image costs about 1 ms less through a file than through the two pipes to
+    the trusted process (docs/sandbox.md, "Speed"). The blob is the fallback where the file
     cannot be written: the session's quota or the file size limit is reached, or the code
     made the name or took away the folder.
     """

@@ -3,7 +3,9 @@
 The trusted side talks to the worker over its stdin/stdout pipes with `wire` frames. A request
 is first acknowledged ("accepted"), which separates "the worker was already dead, resend" from
 "the worker died while running the code, report it". Every reply is read with a deadline; a
-worker that misses it is killed (its whole process group) and started again.
+worker that misses it is killed (its whole process group) and started again. Two more pipes
+carry "end" messages for closed sessions (`Worker.end_session`), answered between calls and
+during them, so that closing a session never waits for another session's call.
 """
 
 from __future__ import annotations
@@ -41,17 +43,27 @@ class Worker:
         code_dir = os.path.join(root_dir, "_code")
         self._stderr_path = os.path.join(code_dir, f"worker-{id(self)}.log")
         cmd = [*jail_prefix(isolation, root_dir), sys.executable, "-E", "-s"]
-        cmd.append(os.path.join(code_dir, "worker.py"))
-        with open(self._stderr_path, "wb") as stderr:
-            self.proc = subprocess.Popen(
-                cmd,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=stderr,
-                env=worker_env(root_dir),
-                cwd="/",
-                start_new_session=True,
-            )
+        ends_r, self._ends_w = os.pipe()
+        self._ended_r, ended_w = os.pipe()
+        os.set_blocking(self._ends_w, False)  # a worker that stopped reading fails, not blocks
+        cmd += [os.path.join(code_dir, "worker.py"), str(ends_r), str(ended_w)]
+        try:
+            with open(self._stderr_path, "wb") as stderr:
+                self.proc = subprocess.Popen(
+                    cmd,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=stderr,
+                    env=worker_env(root_dir),
+                    cwd="/",
+                    start_new_session=True,
+                    pass_fds=(ends_r, ended_w),
+                )
+        finally:
+            os.close(ends_r)
+            os.close(ended_w)
+        self._ends_lock = threading.Lock()
+        self.seccomp = False  # known once it is ready
         with contextlib.suppress(OSError):  # fewer wake-ups when images come back
             fcntl.fcntl(self.proc.stdout.fileno(), _F_SETPIPE_SZ, 1 << 20)
         self.pid = self.proc.pid  # the worker itself once it is ready (bwrap forks twice)
@@ -70,7 +82,8 @@ class Worker:
             self.kill()
             raise SandboxError(f"sandbox worker sent {header!r} instead of 'ready'")
         self.pid = _python_descendant(self.proc.pid)
-        if header.get("seccomp") != "deny-list":
+        self.seccomp = header.get("seccomp") == "deny-list"
+        if not self.seccomp:
             logger.warning("sandbox worker runs WITHOUT seccomp: %s", header.get("seccomp"))
         return header
 
@@ -94,6 +107,26 @@ class Worker:
         rss = frame.header.get("rss_kb")
         self.rss_kb = rss if type(rss) is int else 0
         return frame
+
+    def end_session(self, session: str, deadline: float) -> int:
+        """Have the worker kill and reap the session's savers; returns how many there were.
+
+        WorkerDied if it does not answer by `deadline` (then its answer, should it come later,
+        is skipped by the next call).
+        """
+        with self._ends_lock:
+            try:
+                wire.write_all(self._ends_w, wire.encode_frame({"op": "end", "session": session}))
+                while True:
+                    answer = wire.read_frame(self._ended_r, _CONTROL_LIMITS, deadline).header
+                    if answer.get("session") == session:
+                        break
+            except (OSError, EOFError, TimeoutError, wire.WireError) as exc:
+                raise WorkerDied(f"the worker did not end session {session}: {exc!r}") from exc
+        killed = answer.get("killed")
+        if answer.get("op") != "ended" or type(killed) is not int:
+            raise WorkerDied(f"the worker answered {answer!r} to 'end'")
+        return killed
 
     def _read(self, deadline: float, limits: wire.FrameLimits) -> wire.Frame:
         try:
@@ -123,6 +156,11 @@ class Worker:
         self.proc.wait()
         for stream in (self.proc.stdin, self.proc.stdout):
             stream.close()
+        with self._ends_lock:  # once: a second `kill` must not close reused descriptor numbers
+            for fd in (self._ends_w, self._ended_r):
+                if fd >= 0:
+                    os.close(fd)
+            self._ends_w = self._ended_r = -1
         Path(self._stderr_path).unlink(missing_ok=True)
 
 

@@ -263,6 +263,7 @@ class Session:
         self._opened = False
         self._open_error: BaseException | None = None
         self.calls = 0
+        self._workers: list[Worker] = []  # every worker a call of this session was sent to
         self.closed = False
         self.key = f"{number:06d}-{secrets.token_hex(4)}"
         self.uid = uid
@@ -435,6 +436,8 @@ class Session:
         with slot.lock:
             for attempt in (1, 2):
                 worker = slot.ensure()
+                if worker not in self._workers:
+                    self._workers.append(worker)
                 try:
                     worker.send(request.to_header(), time.monotonic() + cfg.startup_timeout_s)
                 except WorkerDied as exc:
@@ -469,12 +472,30 @@ class Session:
                 return
             with self._open_lock:  # an `open()` under way ends first; none starts after this
                 self.closed = True
-        # A save still running must not outlive its session. Only a counted call (one not
-        # refused for its length or the call limit) can run a process as `uid`: without one
-        # there is nothing to kill, and no scan of /proc (about 1 ms with 70 processes).
-        if self.uid is not None and self.calls:
-            folders.kill_uid(self.uid)
+        if self._workers:
+            self._kill_processes()
         self._sandbox._release(self)
+
+    def _kill_processes(self) -> None:
+        """A save still running must not outlive its session, nor hold its uid for the next.
+
+        Only a call sent to a worker can start a process of this session: a saver of that
+        worker, which the worker kills when asked (`Worker.end_session`). Where one worker
+        with seccomp (its children cannot make processes) ran every call and still runs, that
+        is all; otherwise (a worker replaced meanwhile, no seccomp, no answer within
+        `startup_timeout_s`) every process in /proc is checked for the session's uid as well,
+        about 1 ms with 70 processes.
+        """
+        worker, vouched = self._slot.worker, False
+        if worker is not None and worker in self._workers:
+            try:
+                worker.end_session(self.key, time.monotonic() + self._config.startup_timeout_s)
+                vouched = worker.seccomp and len(self._workers) == 1
+            except WorkerDied as exc:
+                logger.warning("sandbox worker %d could not end a session: %s",
+                               self._slot.index, exc)  # fmt: skip
+        if not vouched and self.uid is not None:
+            folders.kill_uid(self.uid)
 
     def __enter__(self) -> Session:
         return self

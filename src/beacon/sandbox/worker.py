@@ -2,7 +2,10 @@
 
 Started by `beacon.sandbox.pool` as `python -E -s worker.py` from the sandbox's `_code/` folder
 (copies of this file, `episode.py`, `outputs.py`, `crops.py` and `wire.py`), so it imports
-nothing from `beacon`. It speaks the wire format on the descriptors it was started with.
+nothing from `beacon`. It speaks the wire format on the descriptors it was started with:
+requests on stdin, replies on stdout, and, on the two descriptors named by its arguments, the
+trusted side's "end" messages for closed sessions, answered once their savers are killed
+(`_end_session`).
 
 Children come from a *template*: a process the worker forks right after its imports, before it
 reads any request, and which afterwards only ever reads one-byte "fork" commands. A worker
@@ -44,9 +47,11 @@ import select
 import signal
 import socket
 import struct
+import sys
 import threading
 import time
 import traceback
+from dataclasses import dataclass
 from typing import Any
 
 import episode
@@ -56,6 +61,7 @@ STATE_LOADED = b"\x01"
 SETUP_FAILED = b"\x02"
 DONE = b"\x00BEACON-RESULT-COMPLETE"
 _MAX_REQUEST_BYTES = 64 << 20
+_END_LIMITS = wire.FrameLimits(max_header_bytes=1 << 12, max_blobs=0, max_total_bytes=0)
 _F_SETPIPE_SZ = 1031
 _CLONE_THREAD = 0x00010000
 _PR_SET_PDEATHSIG = 1
@@ -108,12 +114,14 @@ _DENIED_SYSCALLS = (
 def main() -> None:
     """Serve requests until the trusted side closes the pipe or sends "exit"."""
     proto_in, proto_out = os.dup(0), os.dup(1)
+    ends = _Ends(*(int(fd) for fd in sys.argv[1:3]))
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)
     os.dup2(2, 1)  # stray prints from libraries must not corrupt the protocol
     seccomp, seccomp_note = _build_seccomp()
     gc.freeze()  # keep the collector from dirtying inherited pages in every child
-    template = _Template.start(seccomp, keep=(proto_in, proto_out), idle_spares=_can_wake_idle())
+    keep = (proto_in, proto_out, ends.requests, ends.replies)
+    template = _Template.start(seccomp, keep=keep, idle_spares=_can_wake_idle())
     limits = wire.FrameLimits(max_header_bytes=_MAX_REQUEST_BYTES, max_blobs=0, max_total_bytes=0)
     ready = {"op": "ready", "pid": os.getpid(), "euid": os.geteuid(), "seccomp": seccomp_note}
     template.order_spare()
@@ -121,7 +129,7 @@ def main() -> None:
     savers: list[_Spare] = []  # answered children, maybe still saving their variables
     wire.write_all(proto_out, wire.encode_frame(ready))
     while True:
-        _await_request(proto_in, savers)
+        _await_request(proto_in, savers, ends)
         try:
             header = wire.read_frame(proto_in, limits).header
         except EOFError:
@@ -141,7 +149,7 @@ def main() -> None:
         running.start(request)  # the code starts before the caller hears back: one hop less
         template.order_spare()  # forked on the other core while this code runs
         wire.write_all(proto_out, accepted)
-        reply, payload = _supervise(running, request, savers)
+        reply, payload = _supervise(running, request, savers, ends)
         wire.write_frame(proto_out, reply, [payload])
         spare = template.take_spare()
         if not running.reaped:
@@ -294,18 +302,50 @@ class _Spare:
         self.ctrl_w = self.result_r = self.pidfd = -1
 
 
-def _await_request(proto_in: int, savers: list[_Spare]) -> None:
-    """Wait for the next request, reaping savers that end and killing those past deadline."""
+def _await_request(proto_in: int, savers: list[_Spare], ends: _Ends) -> None:
+    """Wait for the next request, reaping savers that end, killing those past deadline and
+    those of sessions the trusted side ends."""
     while True:
         _settle(savers, set())
         wake = min((s.deadline for s in savers), default=math.inf) - time.monotonic()
         poller = select.poll()
         poller.register(proto_in, select.POLLIN | select.POLLHUP)
+        poller.register(ends.requests, select.POLLIN | select.POLLHUP)
         for saver in savers:
             poller.register(saver.pidfd, select.POLLIN)
         events = dict(poller.poll(None if wake == math.inf else max(wake, 0) * 1000))
+        if ends.requests in events:
+            _end_session(ends, savers)
         if proto_in in events:
             return
+
+
+@dataclass(frozen=True)
+class _Ends:
+    """The pipes of the trusted side's "end" messages: one in, one for the answers."""
+
+    requests: int
+    replies: int
+
+
+def _end_session(ends: _Ends, savers: list[_Spare]) -> None:
+    """Kill and reap the savers of the session named in the next "end" message, then answer.
+
+    The trusted side's `Session.close` waits for the answer before the session's uid may go
+    to another session: a session's processes are all savers of this worker (seccomp keeps
+    its children from making any of their own). The trusted side gone, the worker goes too.
+    """
+    try:
+        header = wire.read_frame(ends.requests, _END_LIMITS).header
+    except EOFError:
+        os._exit(0)  # the children die with it (PR_SET_PDEATHSIG)
+    session = header.get("session")
+    ended = [saver for saver in savers if saver.session == session]
+    for saver in ended:
+        saver.dismiss()
+        savers.remove(saver)
+    wire.write_all(ends.replies, wire.encode_frame({"op": "ended", "session": session,
+                                                     "killed": len(ended)}))  # fmt: skip
 
 
 def _settle(savers: list[_Spare], ended: set[int]) -> list[_Spare]:
@@ -331,6 +371,7 @@ def _supervise(
     spare: _Spare,
     request: wire.RunRequest,
     savers: list[_Spare],
+    ends: _Ends,
 ) -> tuple[dict, wire.Bytes]:
     """Collect the child's output until it is complete, the child dies, or the deadline passes.
 
@@ -346,11 +387,15 @@ def _supervise(
         poller = select.poll()
         poller.register(spare.result_r, select.POLLIN)
         poller.register(spare.pidfd, select.POLLIN)
+        poller.register(ends.requests, select.POLLIN | select.POLLHUP)
         for saver in savers:
             poller.register(saver.pidfd, select.POLLIN)
         wake = min([spare.deadline, *(s.deadline for s in savers)])
         left = wake - time.monotonic()
         events = dict(poller.poll(left * 1000)) if left > 0 else {}
+        if ends.requests in events:
+            _end_session(ends, savers)  # another session's: this one is still running
+            continue
         if any(s.pidfd in events or time.monotonic() >= s.deadline for s in savers):
             for killed in _settle(savers, set(events)):
                 if killed.session == request.session:
