@@ -56,6 +56,7 @@ _PIXELS = "pixels"
 _OUTPUT = "temp_processed_images"
 _OWN_FILES = 64  # inodes of the sandbox's own files in a session folder, beyond the quota
 _HUGE_PAGES = "huge=within_size"
+_END_SESSION_S = 2.0  # a worker answers "end" in about 0.2 ms, between or during calls
 """A session's tmpfs keeps files of 2 MB and more on huge pages: a call's code then reads its
 mapped input pixels with one page fault per 2 MB instead of one per 64 KB (a 1200x900 crop of a
 4000x3000 input: ~210 faults, ~1.2 ms, down to 1)."""
@@ -483,13 +484,13 @@ class Session:
         worker, which the worker kills when asked (`Worker.end_session`). Where one worker
         with seccomp (its children cannot make processes) ran every call and still runs, that
         is all; otherwise (a worker replaced meanwhile, no seccomp, no answer within
-        `startup_timeout_s`) every process in /proc is checked for the session's uid as well,
+        `_END_SESSION_S`) every process in /proc is checked for the session's uid as well,
         about 1 ms with 70 processes.
         """
         worker, vouched = self._slot.worker, False
         if worker is not None and worker in self._workers:
             try:
-                worker.end_session(self.key, time.monotonic() + self._config.startup_timeout_s)
+                worker.end_session(self.key, time.monotonic() + _END_SESSION_S)
                 vouched = worker.seccomp and len(self._workers) == 1
             except WorkerDied as exc:
                 logger.warning("sandbox worker %d could not end a session: %s",
