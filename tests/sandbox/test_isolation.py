@@ -306,3 +306,20 @@ def test_closing_with_deep_folders_left_open_never_raises() -> None:
     closed.close()
     sb.close()  # left_open is still open
     assert not os.path.exists(sb.root)
+
+
+def test_a_worker_that_cannot_start_leaves_no_descriptors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its "end" pipes are made before the process: a failed start closes them too."""
+    (tmp_path / "_code").mkdir()
+
+    def no_launcher(*args: object, **kwargs: object) -> None:
+        raise FileNotFoundError("bwrap")
+
+    monkeypatch.setattr(subprocess, "Popen", no_launcher)
+    before = sorted(os.listdir("/proc/self/fd"))
+    for _ in range(3):
+        with pytest.raises(FileNotFoundError):
+            Worker("none", str(tmp_path), startup_timeout_s=1.0)
+    assert sorted(os.listdir("/proc/self/fd")) == before

@@ -59,6 +59,10 @@ class Worker:
                     start_new_session=True,
                     pass_fds=(ends_r, ended_w),
                 )
+        except BaseException:
+            os.close(self._ends_w)
+            os.close(self._ended_r)
+            raise
         finally:
             os.close(ends_r)
             os.close(ended_w)
