@@ -56,10 +56,10 @@ _PIXELS = "pixels"
 _OUTPUT = "temp_processed_images"
 _OWN_FILES = 64  # inodes of the sandbox's own files in a session folder, beyond the quota
 _HUGE_PAGES = "huge=within_size"
-_END_SESSION_S = 2.0  # a worker answers "end" in about 0.2 ms, between or during calls
 """A session's tmpfs keeps files of 2 MB and more on huge pages: a call's code then reads its
 mapped input pixels with one page fault per 2 MB instead of one per 64 KB (a 1200x900 crop of a
 4000x3000 input: ~210 faults, ~1.2 ms, down to 1)."""
+_END_SESSION_S = 2.0  # a worker answers "end" in about 0.2 ms, between or during calls
 
 
 def input_name(index: int, ext: str) -> str:
