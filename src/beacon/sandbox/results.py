@@ -14,7 +14,6 @@ import contextlib
 import os
 import signal
 import stat
-from collections.abc import Callable
 from typing import Any
 
 from PIL import Image
@@ -79,7 +78,7 @@ def _decode(frame: wire.Frame, cfg: SandboxConfig, folder: str, call: int) -> Ex
         )
     try:
         child = wire.decode_frame(frame.blobs[0], child_limits(cfg))
-        return _child_result(child, cfg, notes, lambda i: wire.image_file(folder, call, i))
+        return _child_result(child, cfg, notes, folder, call)
     except Exception as exc:  # WireError, and anything a forged frame may still provoke
         reason = str(exc) if isinstance(exc, wire.WireError) else type(exc).__name__
         return ExecResult(ok=False, error=f"the code's process sent a malformed result: {reason}")
@@ -132,7 +131,7 @@ def _signal_text(number: int, cfg: SandboxConfig) -> str:
 
 
 def _child_result(
-    child: wire.Frame, cfg: SandboxConfig, notes: list[str], image_file: Callable[[int], str]
+    child: wire.Frame, cfg: SandboxConfig, notes: list[str], folder: str, call: int
 ) -> ExecResult:
     head = child.header
     stdout = head.get("stdout")
@@ -158,7 +157,8 @@ def _child_result(
     images, blobs = [], iter(child.blobs)
     for index, meta in enumerate(metas):
         if in_file[index]:
-            pixels = _read_image_file(image_file(index), meta, cfg.max_image_pixels)
+            path = wire.image_file(folder, call, index)
+            pixels = _read_image_file(path, meta, cfg.max_image_pixels)
         else:
             pixels = next(blobs)
         mode, width, height = wire.check_image_meta(meta, len(pixels), cfg.max_image_pixels)
@@ -190,14 +190,8 @@ def _read_image_file(path: str, meta: dict[str, Any], max_pixels: int) -> bytear
         if not stat.S_ISREG(info.st_mode):
             raise wire.WireError("its image file is not a regular file")
         wire.check_image_meta(meta, info.st_size, max_pixels)
-        pixels = bytearray(info.st_size)
-        got = 0
-        with memoryview(pixels) as view:
-            while got < len(pixels):
-                count = os.readv(fd, [view[got:]])
-                if not count:
-                    raise wire.WireError("its image file was truncated while it was read")
-                got += count
-        return pixels
+        return wire.read_exact(fd, info.st_size)
+    except EOFError:
+        raise wire.WireError("its image file was truncated while it was read") from None
     finally:
         os.close(fd)
