@@ -101,8 +101,9 @@ def test_returned_images_arrive_pixel_for_pixel_and_leave_no_files(
     """Images come back through files in the session's folder, read once and removed; where
     the code took their names, through the result frame instead, with the same pixels."""
     pixels = np.random.default_rng(5).integers(0, 256, (23, 37, 4), dtype=np.uint8)
-    expected = [Image.fromarray(pixels).convert(mode) for mode in ("RGB", "RGBA", "L", "RGB")]
-    expected[3] = Image.fromarray(pixels).convert("P").convert("RGB")
+    source = Image.fromarray(pixels)
+    expected = [source.convert(mode) for mode in ("RGB", "RGBA", "L")]
+    expected.append(source.convert("P").convert("RGB"))  # the child converts P to RGB
     with sandbox.session(images=[make_image()]) as s:
         r = s.run((SQUATTED if squatted else "") + RETURNED)
         assert r.ok, r.error
