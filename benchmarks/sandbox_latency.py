@@ -12,7 +12,9 @@ the result as an image. Measured per call, after warm-up:
 
 plus (c) throughput with every worker busy (one session per worker, calls back to back).
 Targets: (c) median within 1.5x of (a) and (c') of (a'), at least 5x faster than (b),
-overhead over (a) < 10 ms.
+overhead over (a) < 10 ms. (a) and (c) are timed in alternating blocks of calls, and so are
+(a') and (c'): on a shared machine the load drifts by more than these ratios' margins from one
+minute to the next, and alternating makes both sides of each ratio see the same drift.
 
     python benchmarks/sandbox_latency.py [--calls 40] [--fresh-calls 10] [--gap-ms 20]
 """
@@ -72,6 +74,17 @@ def timed(fn: Callable[[], object], calls: int, warmup: int = 3, gap_s: float = 
         start = time.perf_counter()
         fn()
         times.append(time.perf_counter() - start)
+    return times
+
+
+def alternating(
+    fns: list[Callable[[], object]], calls: int, gap_s: float = 0.0, block: int = 10
+) -> list[list[float]]:
+    """`timed` for each of `fns`, `calls` each, in turns of `block` calls (warm-up each turn)."""
+    times: list[list[float]] = [[] for _ in fns]
+    for start in range(0, calls, block):
+        for fn, out in zip(fns, times, strict=True):
+            out += timed(fn, min(block, calls - start), warmup=1, gap_s=gap_s)
     return times
 
 
@@ -140,13 +153,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "image.png")
         image.save(path, compress_level=1)
-        floor = timed(in_process(image), args.calls)
-        floor_spaced = timed(in_process(image), args.calls, gap_s=args.gap_ms / 1000)
         fresh = [] if args.no_fresh else timed(fresh_process(path, tmp), args.fresh_calls, 1)
     with Sandbox(SandboxConfig(max_calls_per_session=10_000)) as sandbox:
         with sandbox.session(images=[image]) as session:
-            beacon = timed(lambda: session.run(CODE), args.calls)
-            spaced = timed(lambda: session.run(CODE), args.calls, gap_s=args.gap_ms / 1000)
+            pair = [in_process(image), lambda: session.run(CODE)]
+            floor, beacon = alternating(pair, args.calls)
+            floor_spaced, spaced = alternating(pair, args.calls, gap_s=args.gap_ms / 1000)
             check = session.run(CODE)
         rate = throughput(sandbox, image, args.calls)
         isolation, workers = sandbox.isolation, sandbox.config.num_workers

@@ -131,6 +131,28 @@ def test_variables_carry_over_between_calls(sandbox: Sandbox) -> None:
     assert r.stdout == "42 (4, 4)\nFalse\n"  # functions do not carry over
 
 
+def test_carried_images_come_back_pixel_for_pixel_past_a_failed_pickle(sandbox: Sandbox) -> None:
+    """Images are pickled by their raw memory straight into the state file; a value that fails
+    halfway through its pickle is cut out of the file, and the variables after it still carry."""
+    first = (
+        "rgb = image.crop((0, 0, 10, 10))\nl = rgb.convert('L')\nrgba = rgb.convert('RGBA')\n"
+        "bad = [rgb, lambda: 3]\nafter = 'kept'"
+    )
+    with sandbox.session(images=[make_image()]) as s:
+        assert s.run(first).ok
+        assert s.run("rgb.putpixel((0, 0), (1, 2, 3))").ok  # loaded, changed, saved again
+        r = s.run("rgb.show()\nl.show()\nrgba.show()\nprint(after, 'bad' in globals())")
+    assert r.ok, r.error
+    assert r.stdout == "kept False\n"
+    crop = make_image().crop((0, 0, 10, 10))
+    changed = crop.copy()
+    changed.putpixel((0, 0), (1, 2, 3))
+    expected = [changed, crop.convert("L"), crop.convert("RGBA")]
+    assert [i.mode for i in r.images] == ["RGB", "L", "RGBA"]
+    for got, want in zip(r.images, expected, strict=True):
+        assert np.array_equal(np.asarray(got), np.asarray(want))
+
+
 SLOW_SAVE = (
     "import time\nclass Slow:\n    def __reduce__(self):\n        time.sleep(0.4)\n"
     "        return (int, (7,))\n"

@@ -1,6 +1,7 @@
 """What runs inside the locked-down child: the namespace, the code, the returned images.
 
-Runs in the jail next to `worker.py` (copied there with `outputs.py`, `crops.py`, `wire.py`);
+Runs in the jail next to `worker.py` (copied there with `outputs.py`, `crops.py`, `pixels.py`,
+`wire.py`);
 it only ever sees one session's data, after rlimits, the uid drop and seccomp are in place.
 The input images are mapped from the raw pixel files the trusted side wrote into the session's
 folder (copy-on-write: drawing on `image` changes nothing on disk), so no process that serves
@@ -32,6 +33,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import dis
+import errno
 import fcntl
 import io
 import json
@@ -55,6 +57,7 @@ import cv2
 import matplotlib
 import numpy as np
 import outputs
+import pixels
 import wire
 from PIL import Image, ImageDraw, ImageEnhance, ImageFilter, ImageFont, ImageOps
 
@@ -171,9 +174,12 @@ def _nested_names(code: types.CodeType) -> set[str]:
     return names
 
 
-_STATE_HEAD = struct.Struct("<8sQI")  # magic, number of the call that saved it, variables
-_STATE_ENTRY = struct.Struct("<IQ")  # name length, pickle length; names, then the pickles
-_STATE_MAGIC = b"BCNVARS1"
+_STATE_ENTRY = struct.Struct("<IQ")  # name length, pickle length; then the name
+_STATE_TAIL = struct.Struct("<QQI8s")  # index offset, number of the saving call, variables, magic
+_STATE_MAGIC = b"BCNVARS2"
+"""A state file: the pickles one after the other, then the index (an entry per variable, in
+their order), then the tail. The index follows the pickles because they are written straight
+into the file as they are made (`save_state`), their lengths known only afterwards."""
 _NAMES_HEAD = struct.Struct("<Q")  # number of the call that announced; then names, one a line
 
 
@@ -201,23 +207,22 @@ def _read_state(path: str) -> tuple[int, dict[str, memoryview]]:
     """The call number and the pickled variables of a state file, mapped, not copied."""
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
-        if size == 0:
-            raise ValueError("the state file is empty")
+        if size < _STATE_TAIL.size:
+            raise ValueError("the state file is truncated")
         data = memoryview(mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ))
-    magic, call, count = _STATE_HEAD.unpack_from(data)
+    index, call, count, magic = _STATE_TAIL.unpack_from(data, size - _STATE_TAIL.size)
     if magic != _STATE_MAGIC:
         raise ValueError("the state file has no Beacon header")
-    offset, entries = _STATE_HEAD.size, []
+    end, offset, carried = size - _STATE_TAIL.size, 0, {}
     for _ in range(count):
-        name_len, blob_len = _STATE_ENTRY.unpack_from(data, offset)
-        offset += _STATE_ENTRY.size
-        entries.append((str(data[offset : offset + name_len], "utf-8"), blob_len))
-        offset += name_len
-    carried = {}
-    for name, blob_len in entries:
-        if offset + blob_len > size:
+        if index + _STATE_ENTRY.size > end:
+            raise ValueError("the state file's index is truncated")
+        name_len, blob_len = _STATE_ENTRY.unpack_from(data, index)
+        index += _STATE_ENTRY.size
+        if index + name_len > end or offset + blob_len > end:
             raise ValueError("the state file is truncated")
-        carried[name] = data[offset : offset + blob_len]
+        carried[str(data[index : index + name_len], "utf-8")] = data[offset : offset + blob_len]
+        index += name_len
         offset += blob_len
     return call, carried
 
@@ -334,22 +339,26 @@ def _hand_over(
     A 600x450 RGB image costs about 1 ms less through a file than through the two pipes to
     the trusted process (docs/sandbox.md, "Speed"). The blob is the fallback where the file
     cannot be written: the session's quota or the file size limit is reached, or the code
-    made the name or took away the folder.
+    made the name or took away the folder. The pixels go as they lie in the image's memory
+    where Pillow lets them be read so (`pixels.raw_pixels`), packed by `tobytes()` elsewhere.
     """
     metas, blobs = [], []
     for index, img in enumerate(images):
-        img = img if img.mode in wire.IMAGE_CHANNELS else img.convert("RGB")
-        meta = wire.image_meta(img.mode, img.width, img.height)
-        pixels = img.tobytes()
-        if _write_new_file(wire.image_file(request.out_dir, request.call, index), pixels):
+        img = img if img.mode in pixels.LAYOUTS else img.convert("RGB")
+        data = pixels.raw_pixels(img)
+        mode = pixels.LAYOUTS[img.mode][0]
+        if data is None:
+            mode, data = img.mode, img.tobytes()
+        meta = wire.image_meta(mode, img.width, img.height)
+        if _write_new_file(wire.image_file(request.out_dir, request.call, index), data):
             meta["file"] = True
         else:
-            blobs.append(pixels)
+            blobs.append(data)
         metas.append(meta)
     return metas, blobs
 
 
-def _write_new_file(path: str, data: bytes) -> bool:
+def _write_new_file(path: str, data: wire.Bytes) -> bool:
     """Write `data` to a file that did not exist; False (and no file) where that fails."""
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
@@ -382,11 +391,12 @@ def rehearse(scratch: str) -> list[wire.Bytes]:
     write to each page it shares with the template (a reference count, a malloc pool, a
     namespace dict) copies that page: about 400 page faults in a call that only sets `x = 1`,
     2 ms of its 4 ms inside the child on the development VM. A rehearsal takes those copies
-    off the call's clock; the real call then faults only on what it alone touches. It holds no
-    session's data (its image is 16 zero bytes in a memfd, its folder a new one in `scratch`,
-    removed after it: the worker's code folder, inside the sandbox's root, so that a spare
-    killed mid-rehearsal leaves nothing outside it), and it undoes its patches of `Image.show`,
-    `plt.show` and `Image.crop`, its state lock and its change of folder.
+    off the call's clock; the real call then faults only on what it alone touches. Its request
+    and its result cross a pipe as a call's do (reading the request cold took a spare ~0.1 ms
+    more). It holds no session's data (its image is 16 zero bytes in a memfd, its folder a new
+    one in `scratch`, removed after it: the worker's code folder, inside the sandbox's root, so
+    that a spare killed mid-rehearsal leaves nothing outside it), and it undoes its patches of
+    `Image.show`, `plt.show` and `Image.crop`, its state lock and its change of folder.
     """
     pixels = os.memfd_create("beacon-rehearsal")
     home = os.getcwd()
@@ -404,8 +414,16 @@ def rehearse(scratch: str) -> list[wire.Bytes]:
                 max_stdout_chars=1000, max_images=1, max_image_pixels=4, max_state_bytes=0,
                 max_result_bytes=1 << 16, clamp_crops=True, min_crop_size=1,
             )  # fmt: skip
-            ep = prepare(request)
-            return execute(ep)
+            read_end, write_end = os.pipe()  # both ways hold far less than a pipe's 64 KB
+            try:
+                wire.write_all(write_end, wire.encode_frame(request.to_header()))
+                ep = prepare(wire.read_request(read_end))
+                parts = execute(ep)
+                wire.write_parts(write_end, parts)
+                return [wire.read_exact(read_end, sum(len(part) for part in parts))]
+            finally:
+                os.close(read_end)
+                os.close(write_end)
     finally:
         if ep is not None and ep.lock_fd >= 0:
             os.close(ep.lock_fd)
@@ -439,31 +457,52 @@ class _CappedText(io.TextIOBase):
 def save_state(ep: CallContext) -> None:
     """Write the variables for the next call: unloaded ones as they were, the rest re-pickled.
 
-    Unpicklable values (modules, functions and classes the code defined) are skipped; if the
-    total exceeds max_state_bytes, nothing is carried. Needs the state lock (`claim_state`).
+    Each pickle goes straight into the file as it is made, a plain PIL image by its raw memory
+    (`_Pickler`): saving the benchmark's `crop` and `small` took ~1.2 ms, against ~4.5 ms to
+    pack them with `tobytes()`, pickle each to bytes and write those, while the session's next
+    call was starting beside it. Unpicklable values (modules, functions and classes the code
+    defined) are skipped; once the file passes max_state_bytes, nothing is carried. Needs the
+    state lock (`claim_state`).
     """
     if ep.lock_fd < 0:
         return
-    stored: dict[str, bytes | memoryview] = {
-        name: blob for name, blob in ep.carried.items() if name not in ep.loaded
-    }
-    for name, value in _to_save(ep).items():
-        try:
-            stored[name] = pickle.dumps(value, protocol=5)
-        except BaseException:
-            continue
-    if sum(len(b) for b in stored.values()) > ep.request.max_state_bytes:
-        stored = {}
-    names = [name.encode() for name in stored]
-    head = [_STATE_HEAD.pack(_STATE_MAGIC, ep.request.call, len(stored))]
-    for name, blob in zip(names, stored.values(), strict=True):
-        head += [_STATE_ENTRY.pack(len(name), len(blob)), name]
+    entries: list[tuple[bytes, int]] = []
+    over = False  # past the file size limit, which is at least max_state_bytes
     tmp = ep.request.state_path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(b"".join(head))
-        for blob in stored.values():
-            f.write(blob)
+    with open(tmp, "wb", buffering=0) as f:  # unbuffered: a failed write leaves nothing behind
+        for name, blob in ep.carried.items():
+            if name not in ep.loaded:
+                f.write(blob)
+                entries.append((name.encode(), len(blob)))
+        for name, value in _to_save(ep).items():
+            start = f.tell()
+            try:
+                _Pickler(f, protocol=5).dump(value)
+            except BaseException as exc:
+                f.seek(start)
+                f.truncate()
+                over = isinstance(exc, OSError) and exc.errno == errno.EFBIG
+                if over:
+                    break
+                continue
+            entries.append((name.encode(), f.tell() - start))
+        if over or f.tell() > ep.request.max_state_bytes:
+            f.seek(0)
+            f.truncate()
+            entries = []
+        index = [_STATE_ENTRY.pack(len(name), length) + name for name, length in entries]
+        tail = _STATE_TAIL.pack(f.tell(), ep.request.call, len(entries), _STATE_MAGIC)
+        f.write(b"".join([*index, tail]))
     os.replace(tmp, ep.request.state_path)
+
+
+class _Pickler(pickle.Pickler):
+    """Pickles plain PIL images by their raw memory (`pixels.reduce_image`), the rest as usual."""
+
+    def reducer_override(self, obj: Any) -> Any:
+        if isinstance(obj, Image.Image):
+            return pixels.reduce_image(obj)
+        return NotImplemented
 
 
 _MISSING = object()

@@ -162,7 +162,7 @@ def _child_result(
         else:
             pixels = next(blobs)
         mode, width, height = wire.check_image_meta(meta, len(pixels), cfg.max_image_pixels)
-        images.append(Image.frombytes(mode, (width, height), pixels))
+        images.append(_image(mode, (width, height), pixels))
     return ExecResult(
         ok=error is None,
         stdout=valid_text(stdout),
@@ -170,6 +170,17 @@ def _child_result(
         images=images,
         notes=notes,
     )
+
+
+def _image(mode: str, size: tuple[int, int], pixels: wire.Bytes) -> Image.Image:
+    """The image of checked pixels. RGBX is RGB as Pillow keeps it in memory: the image is
+    made over the pixels, not of a copy (0.1 ms less for 600x450); read-only where they are."""
+    if mode != "RGBX":
+        return Image.frombytes(mode, size, pixels)
+    core = Image.core.map_buffer(pixels, size, "raw", 0, ("RGB", size[0] * 4, 1))
+    image = Image.new("RGB", (0, 0))._new(core)
+    image.readonly = int(memoryview(pixels).readonly)
+    return image
 
 
 def _read_image_file(path: str, meta: dict[str, Any], max_pixels: int) -> bytearray:

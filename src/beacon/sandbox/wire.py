@@ -29,8 +29,9 @@ from typing import Any
 
 _LEN = struct.Struct("<I")
 
-IMAGE_CHANNELS = {"L": 1, "RGB": 3, "RGBA": 4}
-"""Pixel modes allowed on the wire and their bytes per pixel."""
+IMAGE_CHANNELS = {"L": 1, "RGB": 3, "RGBA": 4, "RGBX": 4}
+"""Pixel modes allowed on the wire and their bytes per pixel; RGBX is RGB in Pillow's memory layout
+(a padding byte after each pixel), which the jail sends as it lies (`pixels.raw_pixels`)."""
 
 
 class WireError(ValueError):
@@ -89,6 +90,15 @@ class RunRequest:
         if not isinstance(body, dict) or set(body) != names:
             raise ValueError(f"a run request needs exactly the fields {sorted(names)}")
         return cls(**body)
+
+
+REQUEST_LIMITS = FrameLimits(max_header_bytes=64 << 20, max_blobs=0, max_total_bytes=0)
+"""A request frame (its code is under `SandboxConfig.max_code_chars`): a header, no blobs."""
+
+
+def read_request(fd: int) -> RunRequest:
+    """The run request waiting on `fd` (a spare's control pipe, or the rehearsal's)."""
+    return RunRequest.from_header(read_frame(fd, REQUEST_LIMITS).header)
 
 
 _PREALLOCATE_BYTES = 16 << 20

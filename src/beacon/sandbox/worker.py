@@ -1,8 +1,8 @@
 """The pre-forked sandbox worker: runs inside the jail, forks one locked-down child per call.
 
 Started by `beacon.sandbox.pool` as `python -E -s worker.py` from the sandbox's `_code/` folder
-(copies of this file, `episode.py`, `outputs.py`, `crops.py` and `wire.py`), so it imports
-nothing from `beacon`. It speaks the wire format on the descriptors it was started with:
+(copies of this file, `episode.py`, `outputs.py`, `crops.py`, `pixels.py` and `wire.py`), so it
+imports nothing from `beacon`. It speaks the wire format on the descriptors it was started with:
 requests on stdin, replies on stdout, and, on the two descriptors named by its arguments, the
 trusted side's "end" messages for closed sessions, answered once their savers are killed
 (`_end_session`).
@@ -19,7 +19,8 @@ For each "run" request the worker:
 
 1. hands the request to a *spare* child forked ahead of time, which detaches (own process
    group, no inherited descriptors) and waits, then applies rlimits, drops to the session's
-   uid, loads the seccomp deny-list, and runs `episode` (carried variables, the code, images);
+   uid, denies the identity syscalls (the rest of the seccomp deny-list is in place since the
+   spare detached), and runs `episode` (carried variables, the code, images);
 2. asks for the next spare while the code runs, reads the child's result from a pipe until it
    is complete, the child dies, or the wall-clock deadline passes (then SIGKILL to the child's
    process group), and relays the bytes, capped in size and never parsed here, to the trusted
@@ -60,8 +61,14 @@ import wire
 STATE_LOADED = b"\x01"
 SETUP_FAILED = b"\x02"
 DONE = b"\x00BEACON-RESULT-COMPLETE"
-_MAX_REQUEST_BYTES = 64 << 20
 _END_LIMITS = wire.FrameLimits(max_header_bytes=1 << 12, max_blobs=0, max_total_bytes=0)
+_SAVER_IDLE_S = 0.01
+"""How long an answered child saves its variables at SCHED_IDLE (where the worker may set it).
+
+A session's next call often starts at once; beside a save at normal priority (pickling and
+writing a 1200x900 crop, ~2 ms) its code ran 1-2 ms slower, back to back. Idle, the save takes
+only what no call wants. After this long it is normal again: a call waiting for that save (its
+code reads a carried variable) waits at most this much longer, even with every core busy."""
 _F_SETPIPE_SZ = 1031
 _CLONE_THREAD = 0x00010000
 _PR_SET_PDEATHSIG = 1
@@ -71,7 +78,8 @@ _SECCOMP_MODE_FILTER = 2
 _CLONE_PARENT = 0x00008000
 _SYS_CLONE = {"x86_64": 56, "aarch64": 220, "riscv64": 220, "ppc64le": 120}.get(platform.machine())
 _PID = struct.Struct("<q")
-_PAGE_KB = os.sysconf("SC_PAGE_SIZE") >> 10
+_PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+_PAGE_KB = _PAGE_SIZE >> 10
 _CODE_DIR = os.path.dirname(os.path.abspath(__file__))  # the sandbox's _code/, writable
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.malloc.restype = ctypes.c_void_p
@@ -82,6 +90,7 @@ _MMAP_THRESHOLD = 32 << 20  # glibc's largest; smaller blocks come from the pre-
 _PREFAULT_BYTES = 24 << 20  # a 1200x900 crop, its resize and the returned copy fit easily
 _HUGE_PAGE = 2 << 20
 _MADV_HUGEPAGE = 14
+_MADV_POPULATE_WRITE = 23
 _DENIED_SYSCALLS = (
     # network
     "socket", "socketpair",
@@ -103,12 +112,14 @@ _DENIED_SYSCALLS = (
     "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr",
     # the new mount API
     "fsopen", "fsconfig", "fsmount", "fspick", "move_mount", "open_tree", "mount_setattr",
-    # identity
-    "setuid", "setgid", "setreuid", "setregid", "setresuid", "setresgid", "setgroups",
-    "setfsuid", "setfsgid", "capset",
     # scheduling: without a uid of its own (no root) the code could starve its worker
     "sched_setscheduler", "sched_setparam", "sched_setattr", "setpriority",
 )  # fmt: skip
+_IDENTITY_SYSCALLS = (
+    "setuid", "setgid", "setreuid", "setregid", "setresuid", "setresgid", "setgroups",
+    "setfsuid", "setfsgid", "capset",
+)  # fmt: skip
+"""Denied by a second program, loaded once the child has dropped to the session's uid."""
 
 
 def main() -> None:
@@ -122,7 +133,6 @@ def main() -> None:
     gc.freeze()  # keep the collector from dirtying inherited pages in every child
     keep = (proto_in, proto_out, ends.requests, ends.replies)
     template = _Template.start(seccomp, keep=keep, idle_spares=_can_wake_idle())
-    limits = wire.FrameLimits(max_header_bytes=_MAX_REQUEST_BYTES, max_blobs=0, max_total_bytes=0)
     ready = {"op": "ready", "pid": os.getpid(), "euid": os.geteuid(), "seccomp": seccomp_note}
     template.order_spare()
     spare = template.take_spare()
@@ -131,7 +141,7 @@ def main() -> None:
     while True:
         _await_request(proto_in, savers, ends)
         try:
-            header = wire.read_frame(proto_in, limits).header
+            header = wire.read_frame(proto_in, wire.REQUEST_LIMITS).header
         except EOFError:
             header = {"op": "exit"}
         if header.get("op") == "exit":
@@ -151,10 +161,14 @@ def main() -> None:
         wire.write_all(proto_out, accepted)
         reply, payload = _supervise(running, request, savers, ends)
         wire.write_frame(proto_out, reply, [payload])
-        spare = template.take_spare()
         if not running.reaped:
             running.session = request.session
+            if template.idle_spares:
+                running.idle_until = time.monotonic() + _SAVER_IDLE_S
+                with contextlib.suppress(ProcessLookupError):  # it ended: _settle reaps it
+                    _set_idle(running.pid, True)
             savers.append(running)
+        spare = template.take_spare()
 
 
 class _Template:
@@ -164,7 +178,7 @@ class _Template:
         self.pid, self.sock, self.idle_spares = pid, sock, idle_spares
 
     @classmethod
-    def start(cls, seccomp: _Seccomp | None, keep: tuple[int, ...], idle_spares: bool) -> _Template:
+    def start(cls, seccomp: _Filters | None, keep: tuple[int, ...], idle_spares: bool) -> _Template:
         """Fork the template; `idle_spares`: spares warm up at idle priority (`_child`)."""
         if _SYS_CLONE is None:
             raise RuntimeError(
@@ -214,7 +228,7 @@ class _Template:
         return spare
 
 
-def _template_loop(sock: socket.socket, worker: int, seccomp: _Seccomp | None) -> None:
+def _template_loop(sock: socket.socket, worker: int, seccomp: _Filters | None) -> None:
     """Fork one spare per command byte, as a child of the worker."""
     while sock.recv(1):
         ctrl_r, ctrl_w = os.pipe()
@@ -269,6 +283,7 @@ class _Spare:
         self.reaped = False
         self.deadline = math.inf
         self.session = ""  # set once it has answered a request
+        self.idle_until = math.inf  # a saver at SCHED_IDLE until then (`_SAVER_IDLE_S`)
 
     def start(self, request: wire.RunRequest) -> None:
         """Hand the request over; the call's wall-clock deadline starts now.
@@ -284,6 +299,11 @@ class _Spare:
             wire.write_all(self.ctrl_w, wire.encode_frame(request.to_header()))
         os.close(self.ctrl_w)
         self.ctrl_w = -1
+
+    @property
+    def wake(self) -> float:
+        """When the worker must next act on this saver: its deadline or the end of its idling."""
+        return min(self.deadline, self.idle_until)
 
     def wait(self) -> int:
         """Reap the child and return its exit code (negative: killed by that signal)."""
@@ -307,7 +327,8 @@ def _await_request(proto_in: int, savers: list[_Spare], ends: _Ends) -> None:
     those of sessions the trusted side ends."""
     while True:
         _settle(savers, set())
-        wake = min((s.deadline for s in savers), default=math.inf) - time.monotonic()
+        _end_idle(savers)
+        wake = min((s.wake for s in savers), default=math.inf) - time.monotonic()
         poller = select.poll()
         poller.register(proto_in, select.POLLIN | select.POLLHUP)
         poller.register(ends.requests, select.POLLIN | select.POLLHUP)
@@ -362,6 +383,17 @@ def _settle(savers: list[_Spare], ended: set[int]) -> list[_Spare]:
     return overdue
 
 
+def _end_idle(savers: list[_Spare]) -> bool:
+    """Move savers idle for `_SAVER_IDLE_S` back to normal scheduling; whether any were."""
+    now, moved = time.monotonic(), False
+    for saver in savers:
+        if now >= saver.idle_until:
+            saver.idle_until, moved = math.inf, True
+            with contextlib.suppress(ProcessLookupError):  # it ended: _settle reaps it
+                _set_idle(saver.pid, False)
+    return moved
+
+
 def _readable(fd: int) -> bool:
     """Whether `fd` has something to read now: a pidfd whose process ended, a spare's request."""
     return bool(select.select([fd], [], [], 0)[0])
@@ -390,9 +422,11 @@ def _supervise(
         poller.register(ends.requests, select.POLLIN | select.POLLHUP)
         for saver in savers:
             poller.register(saver.pidfd, select.POLLIN)
-        wake = min([spare.deadline, *(s.deadline for s in savers)])
+        wake = min([spare.deadline, *(s.wake for s in savers)])
         left = wake - time.monotonic()
         events = dict(poller.poll(left * 1000)) if left > 0 else {}
+        if _end_idle(savers) and not events:
+            continue
         if ends.requests in events:
             _end_session(ends, savers)  # another session's: this one is still running
             continue
@@ -497,26 +531,36 @@ def _memory_kb() -> tuple[int, int]:
     return int(size) * _PAGE_KB, int(resident) * _PAGE_KB
 
 
-def _build_seccomp() -> tuple[_Seccomp | None, str]:
-    """Compile the deny-list to BPF once; each child then loads it with two prctls."""
+def _build_seccomp() -> tuple[_Filters | None, str]:
+    """Compile the deny-lists to BPF once; each child then loads them with prctls."""
     try:
         import pyseccomp as sc
     except (ImportError, RuntimeError) as exc:
         return None, f"unavailable: {exc}"
+    main = _deny_filter(sc, _DENIED_SYSCALLS)
+    # clone without CLONE_THREAD makes a process; clone3 hides its flags from seccomp, so it
+    # reports ENOSYS and glibc falls back to clone for threads.
+    main.add_rule(sc.ERRNO(errno.EPERM), "clone", sc.Arg(0, sc.MASKED_EQ, _CLONE_THREAD, 0))
+    main.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
+    return _Filters(_bpf(main), _bpf(_deny_filter(sc, _IDENTITY_SYSCALLS))), "deny-list"
+
+
+def _deny_filter(sc: Any, names: tuple[str, ...]) -> Any:
+    """A pyseccomp filter that allows every syscall but `names` (EPERM)."""
     filt = sc.SyscallFilter(sc.ALLOW)
-    for name in _DENIED_SYSCALLS:
+    for name in names:
         try:
             filt.add_rule(sc.ERRNO(errno.EPERM), name)
         except (OSError, ValueError, RuntimeError):
             continue  # syscall does not exist on this architecture
-    # clone without CLONE_THREAD makes a process; clone3 hides its flags from seccomp, so it
-    # reports ENOSYS and glibc falls back to clone for threads.
-    filt.add_rule(sc.ERRNO(errno.EPERM), "clone", sc.Arg(0, sc.MASKED_EQ, _CLONE_THREAD, 0))
-    filt.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
+    return filt
+
+
+def _bpf(filt: Any) -> _Seccomp:
     with open(os.memfd_create("beacon-bpf"), "w+b") as f:
         filt.export_bpf(f)
         f.seek(0)
-        return _Seccomp(f.read()), "deny-list"
+        return _Seccomp(f.read())
 
 
 class _SockFprog(ctypes.Structure):
@@ -543,19 +587,34 @@ class _Seccomp:
             raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP) failed")
 
 
-def _child(ctrl_r: int, result_w: int, worker: int, seccomp: _Seccomp | None) -> None:
+@dataclass(frozen=True)
+class _Filters:
+    """The deny-list in two programs: `main` goes on as soon as a spare has detached, long
+    before its request (loading it cost a fresh child ~0.15 ms, now off the call's clock);
+    `identity` (`_IDENTITY_SYSCALLS`, a few instructions) once the lock-down has dropped to the
+    session's uid, which needs those syscalls. Stacked filters all apply: the strictest wins."""
+
+    main: _Seccomp
+    identity: _Seccomp
+
+
+def _child(ctrl_r: int, result_w: int, worker: int, seccomp: _Filters | None) -> None:
     """The spare's life: warm up, wait for a request, lock down, run the code, report. Never
     returns. It has the template's scheduling: the warm-up of an idle spare never slows the call
     running meanwhile, and the worker moves it to normal scheduling when it hands over a
     request (it never moves itself: that would race with the worker)."""
     try:
         _detach(ctrl_r, result_w)
-        _prefault_heap(_PREFAULT_BYTES, ctrl_r)
+        if seccomp is not None:
+            seccomp.main.load()
+        # The rehearsal first: a request cuts the heap's pre-faulting short but must wait for
+        # the end of a rehearsal under way (back to back, 0.7-0.9 ms instead of 2.1-2.9 ms
+        # for the calls that found their spare still warming up, a third of them)
         if not _readable(ctrl_r):
             with contextlib.suppress(Exception):  # it only saves time (tested on its own)
                 episode.rehearse(_CODE_DIR)  # page copies now, not on the call's clock
-        limits = wire.FrameLimits(_MAX_REQUEST_BYTES, max_blobs=0, max_total_bytes=0)
-        request = wire.RunRequest.from_header(wire.read_frame(ctrl_r, limits).header)
+        _prefault_heap(_PREFAULT_BYTES, ctrl_r)
+        request = wire.read_request(ctrl_r)
         os.close(ctrl_r)
         # the worker is our parent (`_fork_sibling`): die with it; if it died already, stop
         _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
@@ -572,6 +631,10 @@ def _child(ctrl_r: int, result_w: int, worker: int, seccomp: _Seccomp | None) ->
         wire.write_all(result_w, STATE_LOADED)
         wire.write_parts(result_w, [*episode.execute(ep), DONE])
         os.close(result_w)
+        # The worker, just woken by the result, is often placed on this core (a pipe write
+        # hints that the writer will sleep): let it relay first, not after the save's time slice
+        # (up to 3 ms in 1 call of 10 before).
+        os.sched_yield()
         if request.carry:  # after the result is out, while the caller reads it
             episode.save_state(ep)
     except BaseException:
@@ -607,11 +670,12 @@ def _prefault_heap(size: int, request_fd: int) -> None:
 
     A freshly forked child pays a page fault (about 1.5 us per 4 KB page here) for every page
     its code first writes: a crop, a resize and the returned copy cost about 2 ms of faults. The
-    spare, idle until its request comes, touches a heap block backed by transparent huge pages
-    (1 fault per 2 MB) and frees it; with trimming and mmap for blocks under 32 MB turned off,
-    numpy's and Pillow's allocations then reuse those pages. RLIMIT_AS is set after this, on
-    top of the child's size, so the code's memory budget is unchanged. It stops early, 2 MB
-    at a time, once a request is waiting on `request_fd`: a short call must not wait for it.
+    spare, idle until its request comes, faults in a heap block backed by transparent huge
+    pages (`_populate`, 1 fault per 2 MB) and frees it; with trimming and mmap for blocks under
+    32 MB turned off, numpy's and Pillow's allocations then reuse those pages. RLIMIT_AS is
+    set after this, on top of the child's size, so the code's memory budget is unchanged. It
+    stops early, 2 MB at a time, once a request is waiting on `request_fd`: a short call must
+    not wait for it.
     glibc only.
     """
     if not hasattr(_libc, "mallopt"):
@@ -625,11 +689,28 @@ def _prefault_heap(size: int, request_fd: int) -> None:
     huge = (block + size - first) // _HUGE_PAGE * _HUGE_PAGE
     if huge > 0:
         _libc.madvise(ctypes.c_void_p(first), ctypes.c_size_t(huge), _MADV_HUGEPAGE)
+    populate = True
     for start in range(0, size, _HUGE_PAGE):
         if _readable(request_fd):
             break
-        ctypes.memset(block + start, 0, min(_HUGE_PAGE, size - start))
+        length = min(_HUGE_PAGE, size - start)
+        populate = populate and _populate(block + start, length)
+        if not populate:
+            ctypes.memset(block + start, 0, length)
     _libc.free(ctypes.c_void_p(block))
+
+
+def _populate(address: int, length: int) -> bool:
+    """Fault in the pages of `address`..+`length` for writing, in the kernel (Linux 5.14+).
+
+    `memset` over the block wrote every byte twice (the kernel zeroes each new page, then
+    memset writes it again) and so flushed the core's cache twice: the spare's warm-up took
+    3.7-4.7 ms for 24 MB where this takes 2.6-3.3 ms. False where the kernel does not know
+    MADV_POPULATE_WRITE.
+    """
+    page = address & -_PAGE_SIZE
+    size = ctypes.c_size_t(address + length - page)
+    return _libc.madvise(ctypes.c_void_p(page), size, _MADV_POPULATE_WRITE) == 0
 
 
 def _detach(*keep: int) -> None:
@@ -646,8 +727,9 @@ def _detach(*keep: int) -> None:
     os.close(devnull)
 
 
-def _lock_down(request: wire.RunRequest, seccomp: _Seccomp | None) -> None:
-    """rlimits, the session's folder and uid, then the seccomp filter (last: it denies setuid)."""
+def _lock_down(request: wire.RunRequest, seccomp: _Filters | None) -> None:
+    """rlimits, the session's folder and uid, then the identity syscalls' seccomp filter (last:
+    it denies setuid)."""
     limits = {
         resource.RLIMIT_AS: _memory_kb()[0] * 1024 + request.memory_bytes,
         resource.RLIMIT_CPU: math.ceil(request.cpu_s),
@@ -667,7 +749,7 @@ def _lock_down(request: wire.RunRequest, seccomp: _Seccomp | None) -> None:
         os.setresgid(uid, uid, uid)
         os.setresuid(uid, uid, uid)
     if seccomp is not None:
-        seccomp.load()
+        seccomp.identity.load()
 
 
 if __name__ == "__main__":
