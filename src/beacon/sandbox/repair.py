@@ -84,15 +84,18 @@ def repair_code(
     config = config or RepairConfig()
     changes: list[str] = []
     code = _strip_fences(code, changes)
-    if config.fix_indentation:
+    tree = _parse(code)
+    if tree is None and config.fix_indentation:
         code = _fix_indentation(code, changes)
-    code = _rewrite_save_dir(code, config.thyme_save_dir, output_dir, changes)
-    try:
-        tree = ast.parse(code)
-    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
-        error = _syntax_error_text(exc)
-        changes.append(f"code does not parse ({error}); crop, path and cv2 repairs skipped")
-        return RepairResult(code, changes, error)
+    rewritten = _rewrite_save_dir(code, config.thyme_save_dir, output_dir, changes)
+    if tree is None or rewritten != code:  # parsed once where nothing changed (most code)
+        code = rewritten
+        try:
+            tree = ast.parse(code)
+        except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+            error = _syntax_error_text(exc)
+            changes.append(f"code does not parse ({error}); crop, path and cv2 repairs skipped")
+            return RepairResult(code, changes, error)
     inputs = (image_path, *other_image_paths)
     parsed = _ParsedCode(tree, code, inputs, output_dir)
     edits: list[_Edit] = []
@@ -125,9 +128,8 @@ def _strip_fences(code: str, changes: list[str]) -> str:
 
 
 def _fix_indentation(code: str, changes: list[str]) -> str:
-    """Safe fixes first (they never change what valid code means), then one guess if it parses."""
-    if _parses(code):
-        return code
+    """For code that does not parse: safe fixes first (they never change what valid code
+    means), then one guess if it parses."""
     safe: list[tuple[str, Callable[[str], str]]] = [
         ("expanded tabs in indentation to 4 spaces", _expand_tabs),
         ("removed the indentation common to all lines", textwrap.dedent),
@@ -180,12 +182,15 @@ def _rewrite_save_dir(code: str, save_dir: str, output_dir: str, changes: list[s
     return code
 
 
-def _parses(code: str) -> bool:
+def _parse(code: str) -> ast.Module | None:
     try:
-        ast.parse(code)
+        return ast.parse(code)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return False
-    return True
+        return None
+
+
+def _parses(code: str) -> bool:
+    return _parse(code) is not None
 
 
 def _syntax_error_text(exc: Exception) -> str:
