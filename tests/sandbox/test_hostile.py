@@ -287,7 +287,7 @@ ATTACKS = [
         "setuid-root",
         "import ctypes\nassert ctypes.CDLL(None).setuid(0) == 0, 'setuid refused'\nprint('PWNED')",
     ),
-    Attack(  # a no-op any uid may make: refused by the identity program (seccomp) alone
+    Attack(  # a no-op any uid may make: refused by seccomp alone
         "ctypes",
         "setresuid-noop",
         "import ctypes\nassert ctypes.CDLL(None).setresuid(-1, -1, -1) == 0, 'setresuid refused'\n"

@@ -19,8 +19,7 @@ For each "run" request the worker:
 
 1. hands the request to a *spare* child forked ahead of time, which detaches (own process
    group, no inherited descriptors) and waits, then applies rlimits, drops to the session's
-   uid, denies the identity syscalls (the rest of the seccomp deny-list is in place since the
-   spare detached), and runs `episode` (carried variables, the code, images);
+   uid, loads the seccomp deny-list, and runs `episode` (carried variables, the code, images);
 2. asks for the next spare while the code runs, reads the child's result from a pipe until it
    is complete, the child dies, or the wall-clock deadline passes (then SIGKILL to the child's
    process group), and relays the bytes, capped in size and never parsed here, to the trusted
@@ -112,14 +111,12 @@ _DENIED_SYSCALLS = (
     "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr",
     # the new mount API
     "fsopen", "fsconfig", "fsmount", "fspick", "move_mount", "open_tree", "mount_setattr",
+    # identity
+    "setuid", "setgid", "setreuid", "setregid", "setresuid", "setresgid", "setgroups",
+    "setfsuid", "setfsgid", "capset",
     # scheduling: without a uid of its own (no root) the code could starve its worker
     "sched_setscheduler", "sched_setparam", "sched_setattr", "setpriority",
 )  # fmt: skip
-_IDENTITY_SYSCALLS = (
-    "setuid", "setgid", "setreuid", "setregid", "setresuid", "setresgid", "setgroups",
-    "setfsuid", "setfsgid", "capset",
-)  # fmt: skip
-"""Denied by a second program, loaded once the child has dropped to the session's uid."""
 
 
 def main() -> None:
@@ -178,7 +175,7 @@ class _Template:
         self.pid, self.sock, self.idle_spares = pid, sock, idle_spares
 
     @classmethod
-    def start(cls, seccomp: _Filters | None, keep: tuple[int, ...], idle_spares: bool) -> _Template:
+    def start(cls, seccomp: _Seccomp | None, keep: tuple[int, ...], idle_spares: bool) -> _Template:
         """Fork the template; `idle_spares`: spares warm up at idle priority (`_child`)."""
         if _SYS_CLONE is None:
             raise RuntimeError(
@@ -228,7 +225,7 @@ class _Template:
         return spare
 
 
-def _template_loop(sock: socket.socket, worker: int, seccomp: _Filters | None) -> None:
+def _template_loop(sock: socket.socket, worker: int, seccomp: _Seccomp | None) -> None:
     """Fork one spare per command byte, as a child of the worker."""
     while sock.recv(1):
         ctrl_r, ctrl_w = os.pipe()
@@ -531,36 +528,26 @@ def _memory_kb() -> tuple[int, int]:
     return int(size) * _PAGE_KB, int(resident) * _PAGE_KB
 
 
-def _build_seccomp() -> tuple[_Filters | None, str]:
-    """Compile the deny-lists to BPF once; each child then loads them with prctls."""
+def _build_seccomp() -> tuple[_Seccomp | None, str]:
+    """Compile the deny-list to BPF once; each child then loads it with two prctls."""
     try:
         import pyseccomp as sc
     except (ImportError, RuntimeError) as exc:
         return None, f"unavailable: {exc}"
-    main = _deny_filter(sc, _DENIED_SYSCALLS)
-    # clone without CLONE_THREAD makes a process; clone3 hides its flags from seccomp, so it
-    # reports ENOSYS and glibc falls back to clone for threads.
-    main.add_rule(sc.ERRNO(errno.EPERM), "clone", sc.Arg(0, sc.MASKED_EQ, _CLONE_THREAD, 0))
-    main.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
-    return _Filters(_bpf(main), _bpf(_deny_filter(sc, _IDENTITY_SYSCALLS))), "deny-list"
-
-
-def _deny_filter(sc: Any, names: tuple[str, ...]) -> Any:
-    """A pyseccomp filter that allows every syscall but `names` (EPERM)."""
     filt = sc.SyscallFilter(sc.ALLOW)
-    for name in names:
+    for name in _DENIED_SYSCALLS:
         try:
             filt.add_rule(sc.ERRNO(errno.EPERM), name)
         except (OSError, ValueError, RuntimeError):
             continue  # syscall does not exist on this architecture
-    return filt
-
-
-def _bpf(filt: Any) -> _Seccomp:
+    # clone without CLONE_THREAD makes a process; clone3 hides its flags from seccomp, so it
+    # reports ENOSYS and glibc falls back to clone for threads.
+    filt.add_rule(sc.ERRNO(errno.EPERM), "clone", sc.Arg(0, sc.MASKED_EQ, _CLONE_THREAD, 0))
+    filt.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
     with open(os.memfd_create("beacon-bpf"), "w+b") as f:
         filt.export_bpf(f)
         f.seek(0)
-        return _Seccomp(f.read())
+        return _Seccomp(f.read()), "deny-list"
 
 
 class _SockFprog(ctypes.Structure):
@@ -587,26 +574,13 @@ class _Seccomp:
             raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP) failed")
 
 
-@dataclass(frozen=True)
-class _Filters:
-    """The deny-list in two programs: `main` goes on as soon as a spare has detached, long
-    before its request (loading it cost a fresh child ~0.15 ms, now off the call's clock);
-    `identity` (`_IDENTITY_SYSCALLS`, a few instructions) once the lock-down has dropped to the
-    session's uid, which needs those syscalls. Stacked filters all apply: the strictest wins."""
-
-    main: _Seccomp
-    identity: _Seccomp
-
-
-def _child(ctrl_r: int, result_w: int, worker: int, seccomp: _Filters | None) -> None:
+def _child(ctrl_r: int, result_w: int, worker: int, seccomp: _Seccomp | None) -> None:
     """The spare's life: warm up, wait for a request, lock down, run the code, report. Never
     returns. It has the template's scheduling: the warm-up of an idle spare never slows the call
     running meanwhile, and the worker moves it to normal scheduling when it hands over a
     request (it never moves itself: that would race with the worker)."""
     try:
         _detach(ctrl_r, result_w)
-        if seccomp is not None:
-            seccomp.main.load()
         # The rehearsal first: a request cuts the heap's pre-faulting short but must wait for
         # the end of a rehearsal under way (back to back, 0.7-0.9 ms instead of 2.1-2.9 ms
         # for the calls that found their spare still warming up, a third of them)
@@ -727,9 +701,8 @@ def _detach(*keep: int) -> None:
     os.close(devnull)
 
 
-def _lock_down(request: wire.RunRequest, seccomp: _Filters | None) -> None:
-    """rlimits, the session's folder and uid, then the identity syscalls' seccomp filter (last:
-    it denies setuid)."""
+def _lock_down(request: wire.RunRequest, seccomp: _Seccomp | None) -> None:
+    """rlimits, the session's folder and uid, then the seccomp filter (last: it denies setuid)."""
     limits = {
         resource.RLIMIT_AS: _memory_kb()[0] * 1024 + request.memory_bytes,
         resource.RLIMIT_CPU: math.ceil(request.cpu_s),
@@ -749,7 +722,7 @@ def _lock_down(request: wire.RunRequest, seccomp: _Filters | None) -> None:
         os.setresgid(uid, uid, uid)
         os.setresuid(uid, uid, uid)
     if seccomp is not None:
-        seccomp.identity.load()
+        seccomp.load()
 
 
 if __name__ == "__main__":
