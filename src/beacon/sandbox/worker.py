@@ -23,9 +23,10 @@ For each "run" request the worker:
 2. asks for the next spare while the code runs, reads the child's result from a pipe until it
    is complete, the child dies, or the wall-clock deadline passes (then SIGKILL to the child's
    process group), and relays the bytes, capped in size and never parsed here, to the trusted
-   side. The answered child then saves its carried variables, bounded by the same deadline;
-   the worker never waits for such a *saver*: it reaps savers as they end and kills each at
-   its deadline, whatever it is doing meanwhile, so a slow save delays no other session.
+   side. The answered child then saves its carried variables (at idle priority at first,
+   `_SAVER_IDLE_S`), bounded by the same deadline; the worker never waits for such a
+   *saver*: it reaps savers as they end and kills each at its deadline, whatever it is doing
+   meanwhile, so a slow save delays no other session.
 
 The child writes one marker byte once carried variables are restored; a child that dies or times
 out before that has the state file deleted, so a poisoned pickle cannot wedge a session.
