@@ -130,8 +130,7 @@ def _map_pixels(path: str, size: list[int]) -> Image.Image:
     width, height = size
     with open(path, "rb") as f:
         buf = mmap.mmap(f.fileno(), width * height * 4, access=mmap.ACCESS_COPY)
-    core = Image.core.map_buffer(buf, (width, height), "raw", 0, ("RGB", width * 4, 1))
-    return Image.new("RGB", (0, 0))._new(core)
+    return pixels.from_raw("RGB", (width, height), buf)
 
 
 _LOADS = frozenset({"LOAD_NAME", "LOAD_GLOBAL", "DELETE_NAME", "DELETE_GLOBAL"})

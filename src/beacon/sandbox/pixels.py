@@ -101,11 +101,23 @@ def reduce_image(img: Image.Image) -> Any:
     return _unpickle, (img.mode, img.size, img.info, pickle.PickleBuffer(raw))
 
 
-def _unpickle(mode: str, size: tuple[int, int], info: dict, data: bytes) -> Image.Image:
-    """The image of `reduce_image`, over `data`, the unpickler's copy of the pixels (bytes
-    where the image was read-only: Pillow then copies them on the first write)."""
+def from_raw(mode: str, size: tuple[int, int], data: Any) -> Image.Image:
+    """An image of `mode` made over `data` in that mode's memory layout (`LAYOUTS`), not of a
+    copy: read-only where `data` is (Pillow then copies on the first write).
+
+    Pillow's own `frombuffer` would make an RGBX image of RGBX bytes; this maps them as RGB, as
+    Pillow keeps it. The child maps its inputs so, and the trusted side its returned images.
+    """
     depth = LAYOUTS[mode][1]
     core = Image.core.map_buffer(data, size, "raw", 0, (mode, size[0] * depth, 1))
     img = Image.new(mode, (0, 0))._new(core)
-    img.info, img.readonly = info, int(isinstance(data, bytes))
+    img.readonly = int(memoryview(data).readonly)
+    return img
+
+
+def _unpickle(mode: str, size: tuple[int, int], info: dict, data: bytes) -> Image.Image:
+    """The image of `reduce_image`, over `data`, the unpickler's copy of the pixels (bytes
+    where the image was read-only)."""
+    img = from_raw(mode, size, data)
+    img.info = info
     return img
