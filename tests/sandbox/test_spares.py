@@ -106,6 +106,39 @@ def test_waiting_spares_and_their_template_are_idle() -> None:
     assert sorted(policies.values()) == [os.SCHED_IDLE, os.SCHED_IDLE]
 
 
+THP = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+HEAP = """
+import re
+advised = huge = 0
+for vma in re.split(r"\\n(?=[0-9a-f]+-[0-9a-f]+ )", open("/proc/self/smaps").read()):
+    if vma.split("\\n", 1)[0].endswith("[heap]"):
+        flags = re.search(r"^VmFlags:(.*)$", vma, re.M).group(1).split()
+        advised += int(re.search(r"^Size: +(\\d+)", vma, re.M).group(1)) * ("hg" in flags)
+        huge += int(re.search(r"^AnonHugePages: +(\\d+)", vma, re.M).group(1))
+print(advised >> 10, huge >> 10)
+"""
+
+
+@pytest.mark.skipif(
+    not THP.exists() or "[never]" in THP.read_text(), reason="no transparent huge pages"
+)
+def test_the_code_gets_a_heap_on_huge_pages_partly_faulted_in() -> None:
+    """A spare reserves 30 MB of heap advised for huge pages (`worker._HEAP_BYTES`) and faults
+    in 12 MB of it (`_PREFAULT_BYTES`) while it waits: the code's first allocations fault
+    nothing, and larger ones fault 2 MB at a time."""
+    with Sandbox(tight_config(num_workers=1)) as sb, sb.session(images=[make_image()]) as s:
+        seen = []
+        for _ in range(10):  # the spare's pre-faulting stops when a request comes: let it end
+            time.sleep(0.3)
+            result = s.run(HEAP)
+            assert result.ok, result.error
+            seen.append(tuple(int(mb) for mb in result.stdout.split()))
+            if seen[-1][1] >= 10:
+                break
+    assert all(advised >= 28 for advised, _ in seen), seen  # less the alignment to 2 MB
+    assert seen[-1][1] >= 10, seen  # 12 MB from an address not aligned to 2 MB
+
+
 IDLE_WINDOW = """
 import math, os, subprocess, sys, time
 sys.path.insert(0, sys.argv[1])

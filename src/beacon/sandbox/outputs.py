@@ -112,6 +112,8 @@ def file_images(
         for path in values:
             if value != before.get("processed_path") or _modified_since(path, start):
                 candidates.append(path)
+    if not candidates:  # most calls: no resolving of the input paths (0.07 ms under bwrap)
+        return []
     images, seen = [], {os.path.realpath(p) for p in request.image_paths}
     for path in candidates:
         if path.startswith(THYME_OUTPUT_DIR) and not os.path.exists(path):

@@ -14,6 +14,7 @@ import contextlib
 import fcntl
 import logging
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -71,6 +72,7 @@ class Worker:
         with contextlib.suppress(OSError):  # fewer wake-ups when images come back
             fcntl.fcntl(self.proc.stdout.fileno(), _F_SETPIPE_SZ, 1 << 20)
         self.pid = self.proc.pid  # the worker itself once it is ready (bwrap forks twice)
+        self._pidfd = -1  # the worker's, once it is ready: readable when it has ended
         self.rss_kb = 0
         self._ready_deadline = time.monotonic() + startup_timeout_s
 
@@ -86,13 +88,27 @@ class Worker:
             self.kill()
             raise SandboxError(f"sandbox worker sent {header!r} instead of 'ready'")
         self.pid = _python_descendant(self.proc.pid)
+        try:
+            self._pidfd = os.pidfd_open(self.pid)
+        except OSError as exc:  # it ended meanwhile
+            self.kill()
+            raise SandboxError(f"sandbox worker ended right after starting ({exc})") from exc
         self.seccomp = header.get("seccomp") == "deny-list"
         if not self.seccomp:
             logger.warning("sandbox worker runs WITHOUT seccomp: %s", header.get("seccomp"))
         return header
 
     def alive(self) -> bool:
-        return self.proc.poll() is None and _exists(self.pid)
+        """Whether the worker still runs: checked before every call, so a poll of its pidfd
+        (1 us warm), not a signal and a read of /proc (12 us warm, 85 us inside a call 20 ms
+        after the last one)."""
+        if self.proc.poll() is not None:
+            return False
+        if self._pidfd < 0:
+            return True
+        poller = select.poll()  # not select(): the host may hold over 1024 descriptors
+        poller.register(self._pidfd, select.POLLIN)
+        return not poller.poll(0)
 
     def send(self, header: dict[str, Any], ack_deadline: float) -> None:
         """Send a request and wait for its acknowledgement; WorkerDied if it never comes."""
@@ -161,10 +177,10 @@ class Worker:
         for stream in (self.proc.stdin, self.proc.stdout):
             stream.close()
         with self._ends_lock:  # once: a second `kill` must not close reused descriptor numbers
-            for fd in (self._ends_w, self._ended_r):
+            for fd in (self._ends_w, self._ended_r, self._pidfd):
                 if fd >= 0:
                     os.close(fd)
-            self._ends_w = self._ended_r = -1
+            self._ends_w = self._ended_r = self._pidfd = -1
         Path(self._stderr_path).unlink(missing_ok=True)
 
 
@@ -180,20 +196,6 @@ def _python_descendant(pid: int) -> int:
             return pid
         pid = int(children[0])
     return pid
-
-
-def _exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[-1]
-    except OSError:
-        return False
-    return not state.startswith("Z")  # a zombie is dead, just not reaped yet
 
 
 class WorkerSlot:

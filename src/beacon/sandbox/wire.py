@@ -24,7 +24,7 @@ import os
 import select
 import struct
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from typing import Any
 
 _LEN = struct.Struct("<I")
@@ -80,7 +80,8 @@ class RunRequest:
     min_crop_size: int  # smallest side a clamped crop box gets
 
     def to_header(self) -> dict[str, Any]:
-        return {"op": "run", "request": asdict(self)}
+        """The {"op": "run"} header; its lists are this request's own (it is only encoded)."""
+        return {"op": "run", "request": dict(vars(self))}
 
     @classmethod
     def from_header(cls, header: dict[str, Any]) -> RunRequest:
