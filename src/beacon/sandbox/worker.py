@@ -655,13 +655,13 @@ def _prefault_heap(size: int, request_fd: int) -> None:
     advised MADV_HUGEPAGE and freed; with trimming and mmap for blocks under 32 MB turned off,
     numpy's and Pillow's allocations then reuse it), and faults in its first `size` bytes
     (`_populate`, 1 fault per 2 MB). A call that needs more takes the rest 2 MB per fault, ~0.1
-    ms each, on its own clock. Faulting in the whole reservation cost a back-to-back call
-    0.3-0.6 ms on 2 cores (24 MB zeroed per call on the core that also runs the previous
-    call's save and the next spare's warm-up; 1.43-1.45x of in-process against 1.32-1.42x);
-    a call using 24 MB ran as fast either way. RLIMIT_AS is set after this, on top of the
-    child's size, so the code's memory budget is unchanged. It stops early, 2 MB at a time,
-    once a request is waiting on `request_fd`: a short call must not wait for it.
-    glibc only.
+    ms each, on its own clock. Faulting in the whole reservation zeroed 30 MB per call on the
+    core that also runs the previous call's save and the next spare's warm-up: back to back on
+    2 cores 1.41-1.49x of in-process against 1.36-1.43x, 90-91 against 95-98 calls/s; a call
+    cropping 23.5 MB ran as fast either way. RLIMIT_AS is set after this, on top of the
+    child's size (the reservation included), so the code may use its memory budget plus the
+    reservation's free part. It stops early, 2 MB at a time, once a request is waiting on
+    `request_fd`: a short call must not wait for it. glibc only.
     """
     if not hasattr(_libc, "mallopt"):
         return
