@@ -136,9 +136,9 @@ def _map_pixels(path: str, size: list[int]) -> Image.Image:
 
 
 _LOADS = frozenset({"LOAD_NAME", "LOAD_GLOBAL", "DELETE_NAME", "DELETE_GLOBAL"})
-_NAME_LOADS = frozenset(dis.opmap[name] for name in ("LOAD_NAME", "DELETE_NAME", "DELETE_GLOBAL"))
-_NAME_STORES = frozenset(dis.opmap[name] for name in ("STORE_NAME", "STORE_GLOBAL"))
 _LOAD_GLOBAL = dis.opmap["LOAD_GLOBAL"]
+_NAME_LOADS = frozenset(dis.opmap[name] for name in _LOADS) - {_LOAD_GLOBAL}  # arg: a name
+_NAME_STORES = frozenset(dis.opmap[name] for name in ("STORE_NAME", "STORE_GLOBAL"))
 _GLOBAL_FLAG_BITS = 1 if sys.version_info >= (3, 11) else 0  # LOAD_GLOBAL's arg: name << 1 | flag
 _EXTENDED_ARG = dis.opmap["EXTENDED_ARG"]
 _JUMPS = frozenset(
