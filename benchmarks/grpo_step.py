@@ -34,8 +34,17 @@ PARTS = (
     ("update (forward + backward)", "time/update_s"),
     ("optimizer step", "time/optimizer_s"),
     ("weight sync into the engine", "time/weight_sync_s"),
-    ("other (rows, collate, metrics)", "time/other_s"),
+    ("other (rows, collate, metrics)", "other_s"),
 )
+TIMED = (
+    "time/rollout_s",
+    "time/scoring_s",
+    "time/old_logprobs_s",
+    "time/update_s",
+    "time/optimizer_s",
+    "time/weight_sync_s",
+)
+"""The parts that add up to a step (sandbox and generation time are inside the rollout's)."""
 
 
 class TimedGenerate:
@@ -84,27 +93,36 @@ def main() -> None:
 
     import torch
 
-    from beacon.train.checkpoint import TrainState
-    from beacon.train.grpo import build_parts, grpo_step, resolve_model, sync_weights
-    from beacon.train.grpo_config import GRPOConfig
-    from beacon.train.rollout_script import synth_choices
-    from beacon.train.sft import make_accelerator
+    from beacon.train.core import loop
+    from beacon.train.core.checkpoint import TrainState
+    from beacon.train.core.setup import make_accelerator
+    from beacon.train.grpo.config import GRPOConfig
+    from beacon.train.grpo.recipe import build_parts, grpo_step, resolve_model, sync_weights
+    from beacon.train.grpo.script_choice import synth_choices
 
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         cfg = resolve_model(GRPOConfig.model_validate(settings(Path(tmp) / "run", args)))
-        parts = build_parts(cfg, make_accelerator(cfg), Path(tmp) / "run", stack)
+        accelerator = make_accelerator(cfg.model, cfg.train)
+        parts = build_parts(cfg, accelerator, Path(tmp) / "run", stack)
         answers = sorted({s.answer for s in parts.samples})
         parts.engine.logits_processors = [synth_choices(parts.engine.tokenizer, answers)]
         timer = TimedGenerate(parts.engine)
         parts.engine.generate = timer
         sync_weights(parts)
-        parts.loop_parts.model.train()
+        parts.policy.model.train()
         state, rows = TrainState(step=0, samples_seen=0), []
         for i in range(args.steps + 1):
             timer.seconds = 0.0
-            state, metrics = grpo_step(parts, cfg, state)
+            state, metrics = loop.run_step(
+                parts.policy,
+                cfg.train,
+                state,
+                step=lambda state: grpo_step(parts, cfg, state),
+                sync=lambda: sync_weights(parts),
+            )
             metrics["gen_s"] = timer.seconds
+            metrics["other_s"] = metrics["step_s"] - sum(metrics[k] for k in TIMED)
             if i > 0:
                 rows.append(metrics)
     report(rows, args)

@@ -2,7 +2,7 @@
 
 Builds a small random Qwen2-VL (or uses --model), writes a mixed-length set of multi-turn
 Thyme-format trajectories (0-4 tool calls, each with a crop image, reasoning of varying
-length), and trains with the real SFT recipe (`beacon.train.sft.build_parts`, the loop's
+length), and trains with the real SFT recipe (`beacon.train.sft.recipe.build_parts`, the loop's
 `forward_backward` + `optimizer_step`) once with `train.batching=pad` (micro-batches of
 --micro-batch rows in data order, each padded to its longest row) and once with
 `train.batching=bucket` at a padded-token budget no larger than the naive run's largest
@@ -33,7 +33,7 @@ def write_trajectories(model: Path, out: Path, count: int, seed: int) -> Path:
     """`count` scripted trajectories of mixed length into out/trajs.jsonl (+ images)."""
     from beacon.engines.tokenizer import HFTokenizer
     from beacon.images import ImageStore
-    from beacon.train.scripted import scripted_trajectory
+    from beacon.train.core.scripted import scripted_trajectory
 
     tokenizer = HFTokenizer.from_pretrained(model)
     store = ImageStore(out / "images")
@@ -53,22 +53,24 @@ def run_mode(args: dict[str, Any]) -> dict[str, Any]:
     """Train `steps` steps on the same global batch in one batching mode (own process)."""
     import torch
 
-    from beacon.train.config import SFTConfig
-    from beacon.train.loop import forward_backward, my_share, optimizer_step, step_indices
-    from beacon.train.sft import build_parts, make_accelerator
+    from beacon.train.core.loop import forward_backward, my_share, optimizer_step, step_indices
+    from beacon.train.core.setup import make_accelerator
+    from beacon.train.sft import SFTConfig
+    from beacon.train.sft.recipe import build_parts, make_plan
 
     torch.set_num_threads(args["threads"])
     cfg = SFTConfig.model_validate(args["config"])
-    accelerator = make_accelerator(cfg)
+    accelerator = make_accelerator(cfg.model, cfg.train)
     parts, data = build_parts(cfg, accelerator)
-    indices = step_indices(0, cfg.train.global_batch_size, parts.dataset_size, cfg.train.seed)
+    indices = step_indices(0, cfg.train.global_batch_size, len(data.rows), cfg.train.seed)
+    plan = make_plan(data, cfg)
     losses, seconds, tokens, padded = [], 0.0, 0, 0
     cuda = torch.cuda.is_available()
     for step in range(args["steps"] + 1):  # step 0 warms up and is not timed
         if cuda:
             torch.cuda.synchronize()
         start = time.perf_counter()
-        batches = parts.plan(my_share(indices, accelerator))
+        batches = plan(my_share(indices, accelerator))
         result = forward_backward(accelerator, parts.model, batches)
         optimizer_step(parts, cfg.train.max_grad_norm)
         if cuda:
@@ -156,9 +158,9 @@ def main() -> None:
 def _naive_peak_tokens(cfg: dict) -> int:
     """The naive mode's largest micro-batch in padded tokens: the bucket budget."""
     from beacon.engines.tokenizer import HFTokenizer
-    from beacon.train.config import SFTConfig
-    from beacon.train.loop import step_indices
-    from beacon.train.sft import build_data
+    from beacon.train.core.loop import step_indices
+    from beacon.train.sft import SFTConfig
+    from beacon.train.sft.recipe import build_data
 
     sft = SFTConfig.model_validate(cfg)
     tokenizer = HFTokenizer.from_pretrained(sft.model.path)

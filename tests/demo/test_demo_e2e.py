@@ -74,7 +74,7 @@ def assert_fixed_text_is_phrases(out: Path, rows: list[dict]) -> None:
     writes, a segment split elsewhere) would leave its text one token per character."""
     from beacon.engines.tokenizer import HFTokenizer
     from beacon.images import ImageStore
-    from beacon.train.encode import encode_trajectory
+    from beacon.train.core.encode import encode_trajectory
     from beacon.types import Trajectory
 
     tokenizer = HFTokenizer.from_pretrained(str(out / "model"))

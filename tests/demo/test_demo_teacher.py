@@ -18,7 +18,7 @@ from beacon.images import ImageStore
 from beacon.revue.conditioning import condition_messages, reflection_text
 from beacon.sandbox.inputs import PIL_INPUT_EXT
 from beacon.sandbox.sandbox import jailed_input_path
-from beacon.train.encode import encode_trajectory
+from beacon.train.core.encode import encode_trajectory
 from beacon.types import Segment, Trajectory
 
 PATHS = [jailed_input_path(0, PIL_INPUT_EXT)]
@@ -103,7 +103,7 @@ def test_conditioned_row_encodes_to_the_opd_teachers_prompt(tmp_path: Path, toke
     reflection = scripted_reflection(sample, row, "READ", "4", with_anchor=True)
     encoded = encode_trajectory(conditioned(row, reflection, store), tokenizer, store.get)
 
-    # What `beacon.train.opd_score.conditioned_sequence` renders for the teacher.
+    # What `beacon.train.opd.score.conditioned_sequence` renders for the teacher.
     crop = store.get(row.segments[2].images[0])
     messages = first_turn(sample.question, sample.images, fmt=THYME, tools=True, image_paths=PATHS)
     teacher = condition_messages(messages, reflection_text(reflection), [crop])

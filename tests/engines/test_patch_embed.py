@@ -13,8 +13,8 @@ from transformers import AutoModelForImageTextToText
 
 from beacon.engines.hf import HFEngine
 from beacon.engines.patch_embed import PatchConv3d, linear_patch_embeddings
-from beacon.train.config import SFTConfig
-from beacon.train.sft import load_model
+from beacon.train.core.setup import load_model
+from beacon.train.sft import SFTConfig
 
 
 def _conv_pair(bias: bool) -> tuple[nn.Conv3d, nn.Conv3d]:

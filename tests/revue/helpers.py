@@ -2,8 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from beacon.benchmarks.base import Benchmark
 from beacon.revue import CriticOutput, Diagnosis, Grounding, Reading, SufficientState
-from beacon.types import EvidenceState, Segment, ToolCall, Trajectory
+from beacon.rollout import score
+from beacon.types import EvidenceState, Sample, Segment, ToolCall, Trajectory
+from beacon.verify import Judge
+
+
+def labels(
+    trajectories: Sequence[Trajectory], sample: Sample, judge: Judge | None = None
+) -> list[bool]:
+    """Correctness labels c_i as a run gets them: the (generic) benchmark scorer's verdicts."""
+    return [score(Benchmark(), t, sample, judge).correct for t in trajectories]
 
 
 def make_trajectory(

@@ -24,7 +24,7 @@ from beacon.revue.http import ExchangeLog, HttpCritic, critic_body
 from beacon.revue.scripted import ScriptedCritic, chat_completion, create_app
 from beacon.types import Sample
 
-from .helpers import make_trajectory
+from .helpers import labels, make_trajectory
 
 SAMPLE = Sample(id="s1", images=[], question="Which?", answer="A", answer_type="text")
 GOOD = {
@@ -96,8 +96,7 @@ def group(labels_correct: bool = False) -> tuple[list, list[bool], revue.Observe
     trajectories = [make_trajectory([["k1"]]), make_trajectory([["k2"]], answer="B")]
     if labels_correct:
         trajectories[1] = make_trajectory([["k2"]])
-    labels = revue.verify_group(trajectories, SAMPLE).labels
-    return trajectories, labels, revue.observed_states(trajectories)
+    return trajectories, labels(trajectories, SAMPLE), revue.observed_states(trajectories)
 
 
 def ask(url: str, labels_correct: bool = False, timeout_s: float = 2.0, log=None):
@@ -183,14 +182,14 @@ def test_scripted_critic_over_http() -> None:
     handle = run_app_in_thread(create_app(ScriptedCritic([sample])))
     try:
         trajectories = [make_trajectory([["k1"]], answer=sample.answer), make_trajectory([])]
-        labels = revue.verify_group(trajectories, sample).labels
-        assert labels == [True, False]
+        correct = labels(trajectories, sample)
+        assert correct == [True, False]
         states = revue.observed_states(trajectories)
         request = revue.build_critic_request(
             sample.question,
             sample.answer,
             trajectories,
-            labels,
+            correct,
             states,
             lambda k: Image.new("RGB", (4, 4)),
         )
@@ -206,7 +205,7 @@ def test_scripted_critic_over_http() -> None:
         reply = asyncio.run(run())
     finally:
         handle.stop()
-    assembly = revue.check_and_assemble(reply.output, states, labels, request.shown_image_ids)
+    assembly = revue.check_and_assemble(reply.output, states, correct, request.shown_image_ids)
     assert assembly.status == "complete"
     assert [r.break_point.stage for r in assembly.reflections] == ["CORRECT", "READ"]
     assert all(r.anchor.state.state_id == "ORIGINAL_STATE" for r in assembly.reflections)

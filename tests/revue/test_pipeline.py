@@ -11,7 +11,7 @@ from PIL import Image
 from beacon import revue
 from beacon.types import Sample
 
-from .helpers import make_trajectory
+from .helpers import labels, make_trajectory
 
 V, H, K = 64, 8, 4
 
@@ -19,14 +19,14 @@ V, H, K = 64, 8, 4
 def test_group_to_batch_loss() -> None:
     sample = Sample(id="s1", images=[], question="Which?", answer="A", answer_type="text")
     group = [make_trajectory([["k1"]]), make_trajectory([["k2"]], answer="B"), make_trajectory([])]
-    verdict = revue.verify_group(group, sample)
-    assert verdict.labels == [True, False, True] and verdict.kind == "mixed"
+    correct = labels(group, sample)
+    assert correct == [True, False, True] and revue.group_kind(correct) == "mixed"
     states = revue.observed_states(group)
     request = revue.build_critic_request(
         sample.question,
         sample.answer,
         group,
-        verdict.labels,
+        correct,
         states,
         lambda k: Image.new("RGB", (2, 2)),
     )
@@ -46,9 +46,7 @@ def test_group_to_batch_loss() -> None:
         return json.dumps(reply_json)
 
     reply = asyncio.run(revue.ask_critic(request, send))
-    assembly = revue.check_and_assemble(
-        reply.output, states, verdict.labels, request.shown_image_ids
-    )
+    assembly = revue.check_and_assemble(reply.output, states, correct, request.shown_image_ids)
     assert assembly.status == "complete" and assembly.reconciled == 1  # R2: READ -> ACQUIRE
     assert assembly.reflections[1].break_point.stage == "ACQUIRE"
     assert assembly.reflections[1].anchor.state.state_id == "R1_S1"  # from C+ (R2 owns none)

@@ -12,7 +12,7 @@ from beacon.revue.critic_output import parse_critic_output
 from beacon.revue.http import critic_body
 from beacon.revue.scripted import ScriptedCritic, first_image, request_text
 
-from .helpers import make_trajectory
+from .helpers import labels, make_trajectory
 
 
 def rollout(box: tuple[int, ...] | None, answer: str, key: str):
@@ -25,19 +25,19 @@ def rollout(box: tuple[int, ...] | None, answer: str, key: str):
 
 
 def ask(sample, trajectories):
-    labels = revue.verify_group(trajectories, sample).labels
+    correct = labels(trajectories, sample)
     states = revue.observed_states(trajectories)
 
     def load(key: str) -> Image.Image:
         return sample.images[0] if key == "k_orig" else Image.new("RGB", (8, 8))
 
     request = revue.build_critic_request(
-        sample.question, sample.answer, trajectories, labels, states, load
+        sample.question, sample.answer, trajectories, correct, states, load
     )
     messages = critic_body(request, "scripted-critic")["messages"]
     answer = ScriptedCritic([sample]).answer(request_text(messages), first_image(messages))
     output = parse_critic_output(json.dumps(answer))
-    return revue.check_and_assemble(output, states, labels, request.shown_image_ids), output
+    return revue.check_and_assemble(output, states, correct, request.shown_image_ids), output
 
 
 def wrong(answer: str) -> str:

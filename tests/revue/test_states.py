@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from beacon.engines.base import GenerationResult
-from beacon.revue import group_kind, observed_states, verify_group
+from beacon.revue import group_kind, observed_states
 from beacon.types import Sample
 from beacon.verify import Judge
 
-from .helpers import make_trajectory
+from .helpers import labels, make_trajectory
 
 
 def test_states_follow_algorithm_3() -> None:
@@ -63,17 +63,17 @@ class FakeJudgeEngine:
         pass
 
 
-def test_verify_group_rules_then_judge(tmp_path) -> None:
+def test_group_labels_are_the_benchmark_verdicts_then_the_judge(tmp_path) -> None:
     sample = Sample(id="s1", images=[], question="How many?", answer="4", answer_type="number")
     group = [make_trajectory([], answer=a) for a in ("4", "5", None, "  ")]
-    verdict = verify_group(group, sample)
-    assert verdict.labels == [True, False, False, False]  # missing / empty answer -> wrong
-    assert verdict.kind == "mixed"
+    correct = labels(group, sample)
+    assert correct == [True, False, False, False]  # missing / empty answer -> wrong
+    assert group_kind(correct) == "mixed"
 
     text = Sample(id="s2", images=[], question="Color?", answer="red", answer_type="text")
     engine = FakeJudgeEngine("CORRECT")
     judge = Judge(engine, "fake", tmp_path)
-    assert verify_group([make_trajectory([], answer="crimson")], text, judge).labels == [True]
+    assert labels([make_trajectory([], answer="crimson")], text, judge) == [True]
     assert engine.calls == 1
     down = Judge(FakeJudgeEngine("", error=True), "down", tmp_path / "d")
-    assert verify_group([make_trajectory([], answer="crimson")], text, down).labels == [False]
+    assert labels([make_trajectory([], answer="crimson")], text, down) == [False]

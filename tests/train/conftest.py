@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from beacon.images import ImageStore
-from beacon.train.scripted import scripted_trajectory
+from beacon.train.core.scripted import scripted_trajectory
 
 
 @pytest.fixture(scope="session")

@@ -11,17 +11,18 @@ import sys
 
 import torch
 
-from beacon.train.config import SFTConfig
-from beacon.train.loop import forward_backward, my_share, step_indices
-from beacon.train.sft import build_parts, make_accelerator
+from beacon.train.core.loop import forward_backward, my_share, step_indices
+from beacon.train.core.setup import make_accelerator
+from beacon.train.sft import SFTConfig
+from beacon.train.sft.recipe import build_parts, make_plan
 
 
 def first_step(cfg: SFTConfig, out: str) -> None:
     """Forward-backward of step 0 under the current launcher; the main process saves to `out`."""
-    accelerator = make_accelerator(cfg)
-    parts, _ = build_parts(cfg, accelerator)
-    indices = step_indices(0, cfg.train.global_batch_size, parts.dataset_size, cfg.train.seed)
-    batches = parts.plan(my_share(indices, accelerator))
+    accelerator = make_accelerator(cfg.model, cfg.train)
+    parts, data = build_parts(cfg, accelerator)
+    indices = step_indices(0, cfg.train.global_batch_size, len(data.rows), cfg.train.seed)
+    batches = make_plan(data, cfg)(my_share(indices, accelerator))
     result = forward_backward(accelerator, parts.model, batches)
     if accelerator.is_main_process:
         model = accelerator.unwrap_model(parts.model)

@@ -14,6 +14,6 @@ from grpo_helpers import install_choice_processor
 if __name__ == "__main__":
     install_choice_processor()
     from beacon.train.grpo import run_grpo
-    from beacon.train.grpo_config import GRPOConfig
+    from beacon.train.grpo.config import GRPOConfig
 
     run_grpo(GRPOConfig.model_validate(json.loads(sys.argv[1])))

@@ -11,7 +11,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from grpo_helpers import install_choice_processor
 
-from beacon.train import loop
+from beacon.train.core import loop
 
 _step = loop.optimizer_step
 

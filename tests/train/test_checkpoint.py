@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from beacon.train import checkpoint as ckpt
-from beacon.train.loop import step_indices
+from beacon.train.core import checkpoint as ckpt
+from beacon.train.core.loop import step_indices
 
 
 def _complete(run: Path, step: int) -> Path:

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from beacon.images import ImageStore
-from beacon.train.collate import (
+from beacon.train.core.collate import (
     IGNORE_INDEX,
     PixelCache,
     collate,
@@ -18,9 +18,9 @@ from beacon.train.collate import (
     plan_padded,
     shared_pixels,
 )
-from beacon.train.encode import encode_trajectory
-from beacon.train.loss import count_targets, summed_token_nll
-from beacon.train.scripted import scripted_trajectory
+from beacon.train.core.encode import encode_trajectory
+from beacon.train.core.loss import count_targets, summed_token_nll
+from beacon.train.core.scripted import scripted_trajectory
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from beacon.train.config import SFTConfig
+from beacon.train.sft import SFTConfig
 
 from .ddp_worker import first_step
 from .helpers import sft_settings

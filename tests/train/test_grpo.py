@@ -18,12 +18,12 @@ import yaml
 
 from beacon.config import ConfigError, load_config
 from beacon.rl import check_hint, token_logprobs
-from beacon.train.checkpoint import latest_checkpoint
-from beacon.train.grpo import build_parts, resolve_model, run_grpo, sync_weights
-from beacon.train.grpo_config import GRPOConfig
-from beacon.train.metrics import read_metrics
-from beacon.train.policy import StepTotals, hinted_old_logprobs, policy_rows, policy_update
-from beacon.train.rollout import read_hints, synth_region_hint
+from beacon.train.core.checkpoint import latest_checkpoint
+from beacon.train.core.metrics import read_metrics
+from beacon.train.grpo.config import GRPOConfig
+from beacon.train.grpo.hints import HintSource, read_hints, synth_region_hint
+from beacon.train.grpo.policy import StepTotals, hinted_old_logprobs, policy_rows, policy_update
+from beacon.train.grpo.recipe import build_parts, resolve_model, run_grpo, sync_weights
 
 from .grpo_helpers import choice_processor, grpo_settings
 
@@ -51,7 +51,6 @@ def test_shipped_config_loads_and_errors_name_the_setting() -> None:
 
 def test_synth_region_hints_are_checked_and_cached_hints_win(tmp_path: Path) -> None:
     from beacon.benchmarks.synth import generate
-    from beacon.train.rollout import HintSource
 
     for index in range(20):
         sample = generate(0, index)
@@ -70,13 +69,14 @@ def test_synth_region_hints_are_checked_and_cached_hints_win(tmp_path: Path) -> 
 
 @contextlib.contextmanager
 def _parts(tmp_path: Path, **rl: Any):
-    from beacon.train.sft import make_accelerator
+    from beacon.train.core.setup import make_accelerator
 
     settings = grpo_settings(tmp_path / "run")
     settings["rl"].update(rl)
     cfg = resolve_model(GRPOConfig.model_validate(settings))
     with contextlib.ExitStack() as stack:
-        parts = build_parts(cfg, make_accelerator(cfg), tmp_path / "run", stack)
+        accelerator = make_accelerator(cfg.model, cfg.train)
+        parts = build_parts(cfg, accelerator, tmp_path / "run", stack)
         parts.engine.logits_processors = [choice_processor(parts.engine.tokenizer)]
         yield cfg, parts
 
@@ -84,7 +84,7 @@ def _parts(tmp_path: Path, **rl: Any):
 @pytest.mark.slow
 def test_the_engine_generates_with_the_trainer_weights(tmp_path: Path) -> None:
     with _parts(tmp_path) as (_, parts):
-        model = parts.loop_parts.model
+        model = parts.policy.model
         with torch.no_grad():
             for param in model.parameters():
                 param.zero_()
@@ -117,7 +117,7 @@ def test_hgce_ratio_uses_hinted_old_and_unhinted_new_logprobs(tmp_path: Path) ->
         trajs = group.trajectories
         assert all(t.mode == "hinted" and t.original_prompt is not None for t in trajs)
         rows = policy_rows(trajs, [1.0] * len(trajs), parts.tokenizer)
-        lp = parts.loop_parts
+        lp = parts.policy
         old = hinted_old_logprobs(lp.model, rows, trajs, parts.collate, lp.accelerator.device)
         tokens = sum(r.encoded.num_loss_tokens for r in rows)
         totals = StepTotals(sequences=len(rows), loss_tokens=tokens)
@@ -150,7 +150,7 @@ def test_policy_update_packs_rows_and_keeps_the_gradient(tmp_path: Path) -> None
         trajs = group.trajectories
         advantages = [(-1.0) ** i * (1 + i / 10) for i in range(len(trajs))]
         rows = policy_rows(trajs, advantages, parts.tokenizer)
-        lp = parts.loop_parts
+        lp = parts.policy
         totals = StepTotals(len(rows), sum(r.encoded.num_loss_tokens for r in rows))
 
         def gradient(cost: int) -> tuple[int, list[torch.Tensor]]:
@@ -224,7 +224,7 @@ def test_grpo_kill_and_resume_repeats_the_uninterrupted_run(
 
 
 def test_script_choice_allows_only_script_continuations() -> None:
-    from beacon.train.rollout_script import next_script_tokens
+    from beacon.train.grpo.script_choice import next_script_tokens
 
     scripts = [[5, 6, 7], [5, 8], [9]]
     assert next_script_tokens([1, 2], scripts) == [5, 9]  # nothing begun: any script's start

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from beacon.train.metrics import read_metrics
+from beacon.train.core.metrics import read_metrics
 
 from .grpo_helpers import grpo_settings
 

@@ -18,10 +18,10 @@ import torch
 from beacon.engines.base import GenerationRequest, SamplingParams
 from beacon.engines.hf import HFEngine
 from beacon.engines.openai import OpenAIEngine
-from beacon.train.checkpoint import latest_checkpoint
+from beacon.train.core.checkpoint import latest_checkpoint
+from beacon.train.core.metrics import read_metrics
 from beacon.train.grpo import run_grpo
-from beacon.train.grpo_config import GRPOConfig
-from beacon.train.metrics import read_metrics
+from beacon.train.grpo.config import GRPOConfig
 
 from .grpo_helpers import choice_processor, grpo_settings
 
@@ -138,7 +138,7 @@ def test_update_weights_endpoint_takes_safetensors_and_refuses_the_rest() -> Non
     from fastapi.testclient import TestClient
 
     from beacon.engines.serve import create_app
-    from beacon.train.weight_sync import weights_payload
+    from beacon.train.grpo.weight_sync import weights_payload
 
     weight = torch.arange(6, dtype=torch.float32).reshape(2, 3)
     state = {"a.weight": weight, "tied.weight": weight}  # shared storage travels as two entries

@@ -17,9 +17,9 @@ from beacon.benchmarks.synth import generate
 from beacon.engines.hf import HFEngine
 from beacon.engines.tokenizer import HFTokenizer
 from beacon.images import ImageStore
-from beacon.train.collate import PixelCache, collate
-from beacon.train.encode import encode_trajectory
-from beacon.train.opd_score import SequenceScorer, conditioned_sequence, supervised_positions
+from beacon.train.core.collate import PixelCache, collate
+from beacon.train.core.encode import encode_trajectory
+from beacon.train.opd.score import SequenceScorer, conditioned_sequence, supervised_positions
 
 
 @pytest.fixture(scope="module")

@@ -30,10 +30,10 @@ from beacon.data.scripted import (
 )
 from beacon.engines.serve import ServerHandle, run_app_in_thread
 from beacon.errors import UserError
-from beacon.train.metrics import read_metrics
+from beacon.train.core.metrics import read_metrics
+from beacon.train.core.rundir import RunFolderError
 from beacon.train.rft import run_rft
-from beacon.train.rft_config import RFTConfig
-from beacon.train.rundir import RunFolderError
+from beacon.train.rft.config import RFTConfig
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 POOL = 4  # synth items 0..3 of seed 0

@@ -13,10 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from beacon.train.checkpoint import latest_checkpoint
-from beacon.train.config import SFTConfig
-from beacon.train.metrics import read_metrics
-from beacon.train.sft import run_sft
+from beacon.train.core.checkpoint import latest_checkpoint
+from beacon.train.core.metrics import read_metrics
+from beacon.train.sft import SFTConfig, run_sft
 
 from .helpers import sft_settings
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from beacon.config import ConfigError, load_config
-from beacon.train.config import SFTConfig
-from beacon.train.rundir import RunFolderError, check_run_dir, write_config
+from beacon.train.core.rundir import RunFolderError, check_run_dir, write_config
+from beacon.train.sft import SFTConfig
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = [  # SFT configs; GRPO configs are checked in test_grpo.py

@@ -385,7 +385,7 @@ class EpisodeState:
 
 def messages_text(messages: list[Message]) -> str:
     """The text form of a chat kept in a text prompt segment: one `role: content` block per
-    message, images as `<image>` (`beacon.train.encode.parse_prompt_text` reads it back)."""
+    message, images as `<image>` (`beacon.train.core.encode.parse_prompt_text` reads it back)."""
     out = []
     for message in messages:
         content = message["content"]

@@ -15,8 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from beacon.data.records import ItemRef, StageSummary
-
-FAILED = frozenset({"engine_error", "sandbox_error", "input_error"})
+from beacon.rollout import FAILED_OUTSIDE_MODEL
 
 
 @dataclass
@@ -40,7 +39,7 @@ def pass_counts(records: Iterable[Mapping[str, Any]], mode: str) -> dict[str, Pa
         entry = counts.setdefault(item.key, PassCount(item))
         entry.samples += 1
         entry.correct += int(bool(r["correct"]))
-        entry.failed += int(r.get("finish_reason") in FAILED)
+        entry.failed += int(r.get("finish_reason") in FAILED_OUTSIDE_MODEL)
         entry.keys.append(r["key"])
     return counts
 

@@ -60,7 +60,7 @@ def run_stages(cfg: DemoConfig, log: Log) -> None:
     One `shared_pixels` block lets the three SFT runs of this process (the cold start, the
     teacher's, the student's) process each stored image once, not once per run.
     """
-    from beacon.train.collate import shared_pixels
+    from beacon.train.core.collate import shared_pixels
 
     with render_once(), shared_pixels():
         _Schedule(cfg, DemoStages(cfg).stages(), log).run()

@@ -251,8 +251,7 @@ class DemoStages:
         warmup_steps: int | None = None,
     ) -> None:
         """SFT of `model` on `data`'s trajectories (images always in `sft/images`)."""
-        from beacon.train.config import SFTConfig
-        from beacon.train.sft import run_sft
+        from beacon.train.sft import SFTConfig, run_sft
 
         if is_complete(run_dir, steps):
             return
@@ -291,8 +290,7 @@ class DemoStages:
         self.sft(self.student_dir, student_init, self.cfg.revue.student_sft_steps)
 
     def grpo(self, arm: str, seed: int) -> None:
-        from beacon.train.grpo import run_grpo
-        from beacon.train.grpo_config import GRPOConfig
+        from beacon.train.grpo import GRPOConfig, run_grpo
 
         run_dir = self.rl_dir(arm, seed)
         r = self.cfg.rl
@@ -353,8 +351,7 @@ class DemoStages:
         return self.rl_model(*best)
 
     def opd(self, variant: str) -> None:
-        from beacon.train.opd import run_opd
-        from beacon.train.opd_config import OPDConfig
+        from beacon.train.opd import OPDConfig, run_opd
 
         run_dir = self.opd_dir(variant)
         v = self.cfg.revue

@@ -40,7 +40,7 @@ from beacon.revue.conditioning import condition_messages, reflection_text
 from beacon.revue.critic_output import Grounding, Reading
 from beacon.revue.scripted import GROUNDING, diagnosis, reading
 from beacon.revue.states import ObservedState
-from beacon.train.encode import parse_prompt_text
+from beacon.train.core.encode import parse_prompt_text
 from beacon.train.sft import read_trajectories
 from beacon.types import Sample, Trajectory
 

@@ -32,13 +32,6 @@ SAMPLES_FILE = "samples.jsonl"
 TRAJECTORIES_FILE = "trajectories.jsonl"
 ERRORS_FILE = "errors.jsonl"
 
-# Episodes that ended for a reason outside the model and the sample: the engine (server down,
-# HTTP errors after retries) or the sandbox itself failed. They are not results: never written
-# to samples.jsonl (so excluded from every metric), logged to errors.jsonl, retried on resume.
-# Everything else is a result, the model's doing (bad code, its code timing out, no answer,
-# budgets spent) or the sample's (input_error: an image that cannot be decoded fails again).
-INFRASTRUCTURE_FAILURES = frozenset({"engine_error", "sandbox_error"})
-
 
 class InfraError(TypedDict):
     """One errors.jsonl line: an episode that failed outside the model, to be retried."""

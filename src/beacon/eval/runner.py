@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import zlib
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
@@ -34,7 +33,6 @@ from beacon.errors import UserError
 from beacon.eval.config import EvalConfig, JudgeConfig
 from beacon.eval.records import (
     ERRORS_FILE,
-    INFRASTRUCTURE_FAILURES,
     SAMPLES_FILE,
     TRAJECTORIES_FILE,
     InfraError,
@@ -46,7 +44,8 @@ from beacon.eval.records import (
 )
 from beacon.images import ImageStore
 from beacon.metrics.summary import Summary
-from beacon.types import Sample, Trajectory
+from beacon.rollout import RETRIED, episode_spec, sample_key, score
+from beacon.types import Trajectory
 from beacon.verify import Judge, Verdict
 
 logger = logging.getLogger(__name__)
@@ -83,7 +82,7 @@ class WorkItem:
 
 @dataclass
 class InfraCount:
-    """Episodes of this invocation that failed outside the model (see INFRASTRUCTURE_FAILURES)."""
+    """Episodes of this invocation that failed on the engine or sandbox (`rollout.RETRIED`)."""
 
     count: int = 0
     first: str | None = None
@@ -104,15 +103,6 @@ class LiveAccuracy:
         return {m: f"{self.correct[m] / self.total[m]:.3f}" for m in sorted(self.total)}
 
 
-def sample_key(benchmark: str, sample_id: str, mode: str, k: int) -> str:
-    return f"{benchmark}/{sample_id}/{mode}/{k}"
-
-
-def episode_seed(base: int, key: str) -> int:
-    """A per-episode seed that does not depend on order, so a resumed run samples the same."""
-    return (base * 1_000_003 + zlib.crc32(key.encode())) % (2**31)
-
-
 def work_items(cfg: EvalConfig, done: set[str]) -> Iterator[WorkItem]:
     """Episodes still to run, item by item (all modes and samples of an item together).
 
@@ -130,15 +120,11 @@ def work_items(cfg: EvalConfig, done: set[str]) -> Iterator[WorkItem]:
                 if sample.id not in wanted:
                     continue
                 wanted.discard(sample.id)
-            question = bench.prompt(sample)
             for mode in cfg.modes:
                 for k in range(cfg.samples):
-                    key = sample_key(name, sample.id, mode, k)
-                    if key in done:
-                        continue
-                    seed = episode_seed(cfg.seed, key)
-                    spec = EpisodeSpec(sample, mode=mode, k=k, question=question, seed=seed)
-                    yield WorkItem(key, bench, spec)
+                    key = sample_key(bench.name, sample.id, mode, k)
+                    if key not in done:
+                        yield WorkItem(key, bench, episode_spec(bench, sample, mode, k, cfg.seed))
             if wanted is not None and not wanted:
                 break
 
@@ -337,7 +323,7 @@ class Recorder:
         self.pending.append(self.pool.submit(self._record, item, trajectory))
 
     def _record(self, item: WorkItem, trajectory: Trajectory) -> None:
-        if trajectory.finish_reason in INFRASTRUCTURE_FAILURES:
+        if trajectory.finish_reason in RETRIED:
             self._record_failure(item, trajectory)
             return
         verdict = score(item.bench, trajectory, item.spec.sample, self.judge)
@@ -387,11 +373,6 @@ class Recorder:
         self.errors.close()
         if exc[0] is None:
             self._raise_failures()
-
-
-def score(bench: Benchmark, trajectory: Trajectory, sample: Sample, judge: Judge | None) -> Verdict:
-    """The benchmark's verdict on what the model wrote (observations are not its words)."""
-    return bench.score(trajectory.generated_text, sample, judge=judge)
 
 
 def _expected_total(cfg: EvalConfig) -> int | None:

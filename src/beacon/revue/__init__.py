@@ -1,10 +1,10 @@
 """ReVuE: on-policy visual evidence distillation, as pure components (see docs/revue.md).
 
-Per group: `verify_group` (Alg. 2) -> `observed_states` (Alg. 3) -> `build_critic_request` +
-`ask_critic` -> `check_and_assemble` (Alg. 4). Per trajectory: `reflection_text` +
-`condition_messages` for the teacher, `check_alignment`, `teacher_topk` for both teachers,
-`adopted_target` (Eq. 10, with `token_impact`, Eq. 7), `support_logits` + `topk_reverse_kl`
-(Eq. 8), `grouped_weights` (Eq. 9/11), `trajectory_loss`; then `batch_loss`.
+Per group: the benchmark's verdicts and `group_kind` (Alg. 2) -> `observed_states` (Alg. 3) ->
+`build_critic_request` + `ask_critic` -> `check_and_assemble` (Alg. 4). Per trajectory:
+`reflection_text` + `condition_messages` for the teacher, `check_alignment`, `teacher_topk` for
+both teachers, `adopted_target` (Eq. 10, with `token_impact`, Eq. 7), `support_logits` +
+`topk_reverse_kl` (Eq. 8), `grouped_weights` (Eq. 9/11), `trajectory_loss`; then `batch_loss`.
 """
 
 from beacon.revue.assemble import (
@@ -43,7 +43,7 @@ from beacon.revue.states import ObservedState, ObservedStates, observed_states, 
 from beacon.revue.stats import coverage_counts, impact_sparsity, slot_statuses, stage_counts
 from beacon.revue.support import support_logits
 from beacon.revue.teacher import TeacherScores, reduce_logits, teacher_topk
-from beacon.revue.verdicts import GroupVerdict, group_kind, verify_group
+from beacon.revue.verdicts import GroupKind, group_kind
 from beacon.revue.weights import (
     WEIGHTINGS,
     Weights,
@@ -70,7 +70,7 @@ __all__ = [
     "CriticRequest",
     "Diagnosis",
     "Grounding",
-    "GroupVerdict",
+    "GroupKind",
     "ObservedState",
     "ObservedStates",
     "Reading",
@@ -109,5 +109,4 @@ __all__ = [
     "token_impact",
     "topk_reverse_kl",
     "trajectory_loss",
-    "verify_group",
 ]

@@ -142,6 +142,6 @@ def serve_teacher(
     """Serve an OPD teacher: top-K log-probs on given tokens at /v1/score (teacher.base_url)."""
     import uvicorn
 
-    from beacon.train.opd_teacher import create_teacher_app
+    from beacon.train.opd.teacher import create_teacher_app
 
     uvicorn.run(create_teacher_app(model, device), host=host, port=port, log_level="warning")

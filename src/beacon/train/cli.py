@@ -38,7 +38,7 @@ def _load(cls: type[Config], config: Path, sets: list[str]) -> Config:
 @contextlib.contextmanager
 def _run_folder_errors() -> Iterator[None]:
     """A run folder that cannot be used with this config: one line, exit 2."""
-    from beacon.train.rundir import RunFolderError
+    from beacon.train.core.rundir import RunFolderError
 
     try:
         yield
@@ -65,8 +65,7 @@ def sft_command(
     ),
 ) -> None:
     """Cold-start SFT: cross-entropy on generated segments of trajectories."""
-    from beacon.train.config import SFTConfig
-    from beacon.train.sft import run_sft
+    from beacon.train.sft import SFTConfig, run_sft
 
     cfg = _load(SFTConfig, config, sets)
     with _run_folder_errors():
@@ -92,8 +91,7 @@ def grpo_command(
     ),
 ) -> None:
     """GRPO with the NAAR reward and HGCE hints, rollouts through the agent loop."""
-    from beacon.train.grpo import run_grpo
-    from beacon.train.grpo_config import GRPOConfig
+    from beacon.train.grpo import GRPOConfig, run_grpo
 
     cfg = _load(GRPOConfig, config, sets)
     with _run_folder_errors():
@@ -120,8 +118,7 @@ def opd_command(
     ),
 ) -> None:
     """On-policy distillation with ReVuE: critic reflections and token-impact weights."""
-    from beacon.train.opd import run_opd
-    from beacon.train.opd_config import OPDConfig
+    from beacon.train.opd import OPDConfig, run_opd
 
     cfg = _load(OPDConfig, config, sets)
     with _run_folder_errors():
@@ -155,8 +152,7 @@ def rft_command(
     """RFT: SFT the student on the teacher's verified trajectories (sample, verify, sft)."""
     from beacon.data.records import StageSummary
     from beacon.eval.runner import InfrastructureErrors
-    from beacon.train.rft import run_rft
-    from beacon.train.rft_config import RFTConfig
+    from beacon.train.rft import RFTConfig, run_rft
 
     cfg = _load(RFTConfig, config, sets)
     try:

@@ -1,10 +1,10 @@
 """Settings of `beacon train rft`: the RFT baseline of the ReVuE comparisons (docs/train.md, "RFT").
 
-The shape is OPD's (`opd_config.OPDConfig`), so one YAML serves both with a section swapped:
-the same `model` (the student), `teacher.path`, `data` (the items) and `rollout` (M =
-`rollout.group_size` attempts per item with the student's sampling settings), plus `filter`
-(which teacher trajectories become SFT data) and the SFT `train` section. `rollout.items_per_step`
-is not read: RFT samples every item once, before training.
+The shape is OPD's (`beacon.train.opd.config.OPDConfig`), so one YAML serves both with a
+section swapped: the same `model` (the student), `teacher.path`, `data` (the items) and
+`rollout` (M = `rollout.group_size` attempts per item with the student's sampling settings),
+plus `filter` (which teacher trajectories become SFT data) and the SFT `train` section.
+`rollout.items_per_step` is not read: RFT samples every item once, before training.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from pydantic import Field, model_validator
 from beacon.config import raise_problems
 from beacon.engines.config import EngineConfig
 from beacon.eval.config import EvalConfig
-from beacon.train.config import OPERATIONAL_KEYS, ModelConfig, TrainConfig, _Strict
-from beacon.train.opd_config import OPDDataConfig, RolloutConfig
+from beacon.train.core.config import OPERATIONAL_KEYS, ModelConfig, TrainConfig, _Strict
+from beacon.train.opd.config import OPDDataConfig, RolloutConfig
 
 
 class RFTTeacherConfig(_Strict):
@@ -68,11 +68,6 @@ class RFTConfig(_Strict):
             problems.append(
                 f"rollout.group_size={self.rollout.group_size} attempts at "
                 "rollout.agent.temperature=0 are identical; set --set rollout.agent.temperature=1.0"
-            )
-        if self.train.warmup_steps >= self.train.max_steps:
-            problems.append(
-                f"train.warmup_steps={self.train.warmup_steps} must be below "
-                f"train.max_steps={self.train.max_steps}; lower --set train.warmup_steps"
             )
         raise_problems(problems)
         return self

@@ -1,8 +1,8 @@
 """One GRPO policy update over a step's kept responses: old log-probs, clipped loss, backward.
 
 Each kept response becomes a `PolicyRow`: its training sequence (the un-hinted prompt + the
-response ids, token-exact, via `beacon.train.encode`) and, for an HGCE response, the sequence it
-was sampled from (hinted prompt + response).
+response ids, token-exact, via `beacon.train.core.encode`) and, for an HGCE response, the
+sequence it was sampled from (hinted prompt + response).
 
 Old log-probs are recomputed under the training forward at T = 1, never taken from the sampler
 (docs/rl.md §5):
@@ -42,8 +42,8 @@ from beacon.rl import (
     token_logprobs,
     training_sequence,
 )
-from beacon.train.collate import IGNORE_INDEX, ModelBatch, plan_buckets
-from beacon.train.encode import EncodedTrajectory, encode_trajectory
+from beacon.train.core.collate import IGNORE_INDEX, ModelBatch, plan_buckets
+from beacon.train.core.encode import EncodedTrajectory, encode_trajectory
 from beacon.types import Trajectory
 
 Collate = Callable[[list[EncodedTrajectory]], ModelBatch]

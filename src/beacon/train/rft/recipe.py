@@ -13,21 +13,21 @@ baseline; docs/train.md, "RFT"). Wiring only: three existing components in a row
 `summary.json` holds the `StageSummary` of every finished stage (total, kept, dropped by reason,
 seconds); a stage listed there is skipped on rerun, an unfinished one resumes from its own
 records. The resolved config is `config.yaml`; a resume with other settings is refused, naming
-the keys (`rft_config.RFT_OPERATIONAL_KEYS` may change).
+the keys (`config.RFT_OPERATIONAL_KEYS` may change).
 
 Deviations and limits:
 1. The teacher's episodes are seeded from `data.seed` (the eval runner draws items and seeds
    episodes from one seed), not `train.seed`, which seeds the SFT stage.
-2. One process: sampling and the SFT stage run in this process. For SFT on several GPUs, run
-   `beacon train sft --config RUN/sft/config.yaml --resume` under `accelerate launch` after the
-   verify stage.
+2. Under `accelerate launch` the sample and verify stages run on the main process while the
+   others wait at a barrier (the process group's timeout, 30 minutes on gloo by default, bounds
+   that wait: for a slow teacher run the command on one process first, then again under
+   `accelerate launch`; finished stages are skipped); the SFT stage runs on every process.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -40,9 +40,9 @@ from beacon.engines.config import EngineConfig
 from beacon.engines.registry import check_model
 from beacon.errors import UserError
 from beacon.eval.config import EvalConfig
-from beacon.train.config import DataConfig, SFTConfig
-from beacon.train.rft_config import RFT_OPERATIONAL_KEYS, RFTConfig
-from beacon.train.rundir import check_run_dir, write_config
+from beacon.train.core.rundir import check_run_dir, write_config
+from beacon.train.rft.config import RFT_OPERATIONAL_KEYS, RFTConfig
+from beacon.train.sft.config import DataConfig, SFTConfig
 
 logger = logging.getLogger(__name__)
 
@@ -133,9 +133,11 @@ def verify_stage(cfg: RFTConfig, run_dir: Path) -> StageSummary:
     return stage
 
 
-def sft_stage(cfg: RFTConfig, run_dir: Path, verified: dict[str, Any]) -> StageSummary:
-    """`run_sft` on the verified set (resuming its newest checkpoint after a kill)."""
-    from beacon.train.sft import DATA_FILE, run_sft
+def sft_stage(
+    cfg: RFTConfig, run_dir: Path, verified: dict[str, Any], resume: bool
+) -> StageSummary:
+    """`run_sft` on the verified set (`resume`: from its newest checkpoint, after a kill)."""
+    from beacon.train.sft.recipe import DATA_FILE, run_sft
 
     if verified["kept"] == 0:
         why = ", ".join(f"{k} {v}" for k, v in sorted(verified["dropped"].items()))
@@ -146,7 +148,7 @@ def sft_stage(cfg: RFTConfig, run_dir: Path, verified: dict[str, Any]) -> StageS
         )
     sft_cfg = sft_config(cfg, run_dir)
     sft_dir = Path(sft_cfg.train.output_dir)
-    state = run_sft(sft_cfg, resume=(sft_dir / "config.yaml").exists())
+    state = run_sft(sft_cfg, resume=resume)
     counts = json.loads((sft_dir / DATA_FILE).read_text())
     stage = StageSummary(stage="sft", total=verified["kept"], kept=counts["trajectories"])
     if counts["dropped_too_long"]:
@@ -174,35 +176,49 @@ def read_summary(run_dir: Path) -> dict[str, Any]:
 
 def run_rft(cfg: RFTConfig, resume: bool = False) -> dict[str, Any]:
     """Run every unfinished stage into `train.output_dir`; returns `summary.json`'s content."""
+    import torch
+    from accelerate import PartialState
+
     from beacon.eval.runner import preflight
 
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
-        raise UserError(
-            "beacon train rft runs on one process; launch it without accelerate (for SFT on "
-            "several GPUs, launch `beacon train sft --config RUN/sft/config.yaml --resume`)"
-        )
+    processes = PartialState(cpu=not torch.cuda.is_available())
     run_dir = Path(cfg.train.output_dir)
+    sft_resume = (run_dir / SFT_DIR / "config.yaml").exists()  # before any process writes
     require_checkpoint("model.path", cfg.model.path)
     if cfg.teacher.path is not None:
         require_checkpoint("teacher.path", cfg.teacher.path)
     preflight(teacher_eval_config(cfg, run_dir))  # a wrong data path: nothing is written
     check_run_dir(run_dir, cfg, resume, RFT_OPERATIONAL_KEYS)
-    write_config(run_dir, cfg)
-    summary = read_summary(run_dir)
+    processes.wait_for_everyone()
     stages = [
         Stage("sample", "sample the teacher", lambda: sample_stage(cfg, run_dir)),
         Stage("verify", "keep verified trajectories", lambda: verify_stage(cfg, run_dir)),
-        Stage("sft", "SFT the student", lambda: sft_stage(cfg, run_dir, summary["verify"])),
+        Stage(
+            "sft",
+            "SFT the student",
+            lambda: sft_stage(cfg, run_dir, read_summary(run_dir)["verify"], sft_resume),
+        ),
     ]
+    if processes.is_main_process:
+        write_config(run_dir, cfg)
+        _run_stages(stages[:2], run_dir, write=True)
+    processes.wait_for_everyone()
+    return _run_stages(stages, run_dir, write=processes.is_main_process)
+
+
+def _run_stages(stages: list[Stage], run_dir: Path, write: bool) -> dict[str, Any]:
+    """Run the stages not yet in summary.json, in order; `write`: record each one there."""
+    summary = read_summary(run_dir)
     for i, stage in enumerate(stages, 1):
         if stage.name in summary:
-            logger.info("[%d/%d] %s: already done", i, len(stages), stage.title)
+            logger.info("[%d/3] %s: already done", i, stage.title)
             continue
-        logger.info("[%d/%d] %s", i, len(stages), stage.title)
+        logger.info("[%d/3] %s", i, stage.title)
         began = time.perf_counter()
         counts = stage.run()
         counts.extra["seconds"] = round(time.perf_counter() - began, 1)
         summary[stage.name] = asdict(counts)
-        write_atomic(run_dir / SUMMARY_FILE, json.dumps(summary, indent=2) + "\n")
-        logger.info("[%d/%d] %s", i, len(stages), counts.line())
+        if write:
+            write_atomic(run_dir / SUMMARY_FILE, json.dumps(summary, indent=2) + "\n")
+        logger.info("[%d/3] %s", i, counts.line())
     return summary

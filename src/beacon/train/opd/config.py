@@ -1,4 +1,5 @@
-"""Settings of `beacon train opd` (ReVuE): student, teacher, data, rollouts, critic, loss, loop.
+"""Settings of `beacon train opd` (ReVuE): student, teacher, the teacher check, data, rollouts,
+critic, loss, loop.
 
 Defaults are the paper's where it gives one (M = 8, code at temperature 0.0, text at 1.0,
 top-p 0.9, top-k 50; the `revue:` section holds K, alpha, lambda and the critic limits).
@@ -8,12 +9,14 @@ top-p 0.9, top-k 50; the `revue:` section holds K, alpha, lambda and the critic 
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, model_validator
 
 from beacon.agent.config import AgentConfig
 from beacon.revue.config import RevueConfig
 from beacon.sandbox.config import SandboxConfig
-from beacon.train.config import ModelConfig, TrainConfig, _Strict
+from beacon.train.core.config import OPERATIONAL_KEYS, ModelConfig, TrainConfig, _Strict
 
 
 def _student_agent() -> AgentConfig:
@@ -41,6 +44,23 @@ class TeacherConfig(_Strict):
     )
 
 
+class TeacherCheckConfig(_Strict):
+    """Before step 1: is the teacher better than the student on the student's own rollouts?"""
+
+    enabled: bool = Field(True, description="Run the check (its result: RUN/teacher_check.json).")
+    items: int = Field(8, ge=1, description="Items of the pool probed (the pool's first N).")
+    min_logprob_gain: float = Field(
+        1e-3,
+        description="Nats per token by which the teacher's mean log-prob of the student's "
+        "verified-correct continuations must exceed the student's own.",
+    )
+    on_fail: Literal["error", "warn"] = Field(
+        "error",
+        description="A teacher that is not better: stop before step 1 (error) or train anyway "
+        "(warn; e.g. the teacher = student control run).",
+    )
+
+
 class OPDDataConfig(_Strict):
     """The training items (a registered benchmark, e.g. the generated `synth`)."""
 
@@ -58,6 +78,7 @@ class RolloutConfig(_Strict):
     agent: AgentConfig = Field(default_factory=_student_agent, description="Agent loop settings.")
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig, description="Sandbox limits.")
     batch_size: int = Field(16, ge=1, description="Generation batch of the in-process engine.")
+    concurrency: int = Field(32, ge=1, description="Episodes in flight in the agent loop.")
 
 
 class CriticConfig(_Strict):
@@ -77,15 +98,23 @@ class OPDConfig(_Strict):
 
     model: ModelConfig
     teacher: TeacherConfig
+    teacher_check: TeacherCheckConfig = Field(default_factory=TeacherCheckConfig)
     data: OPDDataConfig = Field(default_factory=OPDDataConfig)
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)
     critic: CriticConfig = Field(default_factory=CriticConfig)
     revue: RevueConfig = Field(default_factory=RevueConfig)
+    min_loss: float = Field(
+        1e-6,
+        ge=0,
+        description="A step whose loss (mean top-K reverse KL) is below this carries no "
+        "learning signal: its optimizer step is skipped (a teacher equal to the student gives "
+        "~1e-9 of float noise, which Adam would turn into full-size steps).",
+    )
     train: TrainConfig
 
     @model_validator(mode="after")
     def _check(self) -> OPDConfig:
-        from beacon.train.opd_step import TEACHER_CONTEXTS
+        from beacon.train.opd.step import TEACHER_CONTEXTS
 
         if self.teacher.context not in TEACHER_CONTEXTS:
             choices = sorted(TEACHER_CONTEXTS)
@@ -95,9 +124,9 @@ class OPDConfig(_Strict):
                 "model.lora is not supported by OPD yet (rollout weight sync copies full "
                 "weights); remove model.lora"
             )
-        if self.train.warmup_steps >= self.train.max_steps:
-            raise ValueError(
-                f"train.warmup_steps={self.train.warmup_steps} must be below "
-                f"train.max_steps={self.train.max_steps}"
-            )
         return self
+
+
+OPD_OPERATIONAL_KEYS = OPERATIONAL_KEYS | {"teacher_check.on_fail"}
+"""Keys a resume may change: the loop's reporting keys, and what a failed teacher check does
+(rerun with `--resume --set teacher_check.on_fail=warn` to train with that teacher anyway)."""

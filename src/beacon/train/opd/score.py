@@ -2,7 +2,7 @@
 and the student's logits on the teacher's support.
 
 Supervised positions T_i are the positions t with loss_mask[t] = 1 (every generated token, image
-tokens excluded, as `beacon.train.encode` masks them); the state at t - 1 predicts token t.
+tokens excluded, as `beacon.train.core.encode` masks them); the state at t - 1 predicts token t.
 
 Teacher conditioning (Appendix A.3), as done here:
 1. The base teacher scores the student's sequence as it is (same ids, same images): the teacher
@@ -41,8 +41,8 @@ from beacon.revue import (
     support_logits,
     teacher_topk,
 )
-from beacon.train.collate import PixelCache, collate
-from beacon.train.encode import EncodedTrajectory
+from beacon.train.core.collate import PixelCache, collate
+from beacon.train.core.encode import EncodedTrajectory
 from beacon.types import Sample, Trajectory
 
 _IMAGE_PATH = re.compile(r'### User Image Path: "([^"]*)"')

@@ -16,7 +16,7 @@ from typing import Any
 from PIL import Image, ImageDraw
 
 from beacon.images import ImageStore
-from beacon.train.encode import TEXT_IMAGE_PLACEHOLDER
+from beacon.train.core.encode import TEXT_IMAGE_PLACEHOLDER
 from beacon.types import Segment, Trajectory
 
 _THOUGHTS = [

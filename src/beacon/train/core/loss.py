@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from beacon.train.collate import IGNORE_INDEX
+from beacon.train.core.collate import IGNORE_INDEX
 
 
 def summed_token_nll(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:

@@ -28,7 +28,7 @@ from PIL import Image
 from beacon.engines.patch_embed import linear_patch_embeddings
 from beacon.images import encode_png
 from beacon.revue import TeacherScores
-from beacon.train.encode import EncodedTrajectory
+from beacon.train.core.encode import EncodedTrajectory
 
 
 class RemoteTeacher:
@@ -83,8 +83,8 @@ def create_teacher_app(model_path: str, device: str = "cpu") -> Any:
     from fastapi import FastAPI
 
     from beacon.engines.tokenizer import HFTokenizer
-    from beacon.train.collate import PixelCache
-    from beacon.train.opd_score import SequenceScorer
+    from beacon.train.core.collate import PixelCache
+    from beacon.train.opd.score import SequenceScorer
 
     model = load_teacher_model(model_path, device)
     tokenizer = HFTokenizer.from_pretrained(model_path)

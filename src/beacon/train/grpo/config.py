@@ -7,16 +7,12 @@ turns a typo into an error naming the key.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from beacon.agent.config import AgentConfig
 from beacon.rl.config import RLConfig
 from beacon.sandbox.config import SandboxConfig
-from beacon.train.config import ModelConfig, TrainConfig
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+from beacon.train.core.config import ModelConfig, TrainConfig, _Strict
 
 
 class RolloutConfig(_Strict):
@@ -82,11 +78,6 @@ class GRPOConfig(_Strict):
             raise ValueError(
                 f"rl.loss.kl_coef={self.rl.loss.kl_coef}: the GRPO recipe has no reference model "
                 "yet; set --set rl.loss.kl_coef=0 (the paper's setting)"
-            )
-        if self.train.warmup_steps >= self.train.max_steps:
-            raise ValueError(
-                f"train.warmup_steps={self.train.warmup_steps} must be below "
-                f"train.max_steps={self.train.max_steps}; lower --set train.warmup_steps"
             )
         if self.model.lora is not None:
             raise ValueError(

@@ -9,7 +9,7 @@ import yaml
 from pydantic import BaseModel
 
 from beacon.config import drop_keys, flatten, identity, identity_diff, to_yaml
-from beacon.train.config import OPERATIONAL_KEYS
+from beacon.train.core.config import OPERATIONAL_KEYS
 
 CONFIG_FILE = "config.yaml"
 

@@ -1,10 +1,10 @@
-"""Training configs as pydantic models, and a small YAML + ``--set`` loader for them.
+"""The settings every trainer shares: the model to train (`model:`) and the loop (`train:`).
 
 Every setting is declared once, with its default and a `Field(description=...)` that is its
 documentation (STYLE.md §5). `extra="forbid"` turns a typo into an error that names the key.
-
-They load through the project-wide `beacon.config.load_config(SFTConfig, path, overrides)`,
-which reports every problem of a file and its ``--set`` overrides at once, with did-you-mean.
+Each recipe's config (`SFTConfig`, `GRPOConfig`, `OPDConfig`, `RFTConfig`) holds these two
+sections beside its own, and loads through `beacon.config.load_config`, which reports every
+problem of a file and its ``--set`` overrides at once, with did-you-mean.
 """
 
 from __future__ import annotations
@@ -60,20 +60,6 @@ class ModelConfig(_Strict):
     )
 
 
-class DataConfig(_Strict):
-    """Where the trajectories and their images are."""
-
-    train: list[str] = Field(
-        ..., min_length=1, description="Trajectory JSONL files (one Trajectory per line)."
-    )
-    images: str | None = Field(
-        None, description="ImageStore folder holding the trajectories' images by key."
-    )
-    max_length: int = Field(
-        4096, ge=8, description="Trajectories longer than this many tokens are dropped (counted)."
-    )
-
-
 class TrainConfig(_Strict):
     """The optimisation and the run folder."""
 
@@ -119,19 +105,11 @@ class TrainConfig(_Strict):
         "a text-only micro-batch). Turn off for speed when every batch has images.",
     )
 
-
-class SFTConfig(_Strict):
-    """Cold-start SFT: cross-entropy on generated segments only (beacon.md §3)."""
-
-    model: ModelConfig
-    data: DataConfig
-    train: TrainConfig
-
     @model_validator(mode="after")
-    def _check(self) -> SFTConfig:
-        if self.train.warmup_steps >= self.train.max_steps:
+    def _check(self) -> TrainConfig:
+        if self.warmup_steps >= self.max_steps:
             raise ValueError(
-                f"train.warmup_steps={self.train.warmup_steps} must be below "
-                f"train.max_steps={self.train.max_steps}; lower --set train.warmup_steps"
+                f"train.warmup_steps={self.warmup_steps} must be below "
+                f"train.max_steps={self.max_steps}; lower --set train.warmup_steps"
             )
         return self

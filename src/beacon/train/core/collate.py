@@ -9,7 +9,7 @@ the positions the model would give it at generation time (tests check this again
 single-row forwards).
 
 Micro-batching, and why not packing: the loss is normalised by the step's global count of loss
-tokens (`beacon.train.loss`), so any split of a step into micro-batches gives the same loss and
+tokens (`beacon.train.core.loss`), so any split of a step into micro-batches gives the same loss and
 gradient. `plan_buckets` sorts by length and cuts the sorted rows into the micro-batches that
 minimise padded tokens plus a fixed cost per micro-batch, under a padded-token budget. Packing
 several rows into one would need block-diagonal attention (varlen flash-attention), which the
@@ -28,7 +28,7 @@ from PIL import Image
 
 from beacon.blocks import NestedBlocks
 from beacon.images import Recent
-from beacon.train.encode import EncodedTrajectory
+from beacon.train.core.encode import EncodedTrajectory
 
 IGNORE_INDEX = -100
 

@@ -1,4 +1,4 @@
-"""GRPO rollouts when an episode fails on the engine or sandbox, not the model (seen in
+"""Trainer rollouts when an episode fails on the engine or sandbox, not the model (seen in
 `beacon demo`: a sandbox session that failed to open left an episode with no tokens, and the
 policy update crashed on it)."""
 
@@ -6,15 +6,14 @@ from __future__ import annotations
 
 import pytest
 from PIL import Image
+from tests.agent.fakes import FakeSandbox, ScriptedEngine
 
 from beacon.agent.config import AgentConfig
 from beacon.agent.loop import AgentLoop
 from beacon.benchmarks import get_benchmark
 from beacon.images import load_image
-from beacon.train.rollout import Rollouts
+from beacon.rollout import Rollouts
 from beacon.types import Sample
-
-from .fakes import FakeSandbox, ScriptedEngine
 
 
 def sample(sample_id: str) -> Sample:
@@ -32,9 +31,10 @@ def test_a_failed_episode_is_left_out_of_its_group() -> None:
     engine.errors.add("bad")
     r = rollouts(engine)
     with r.loop:
-        groups, _ = r.groups([sample("bad"), sample("ok")], step=1)
+        groups, stats = r.groups([sample("bad"), sample("ok")], step=1)
     assert [g.sample.id for g in groups] == ["ok"]
     assert groups[0].correct == [True] and not groups[0].trajectories[0].error
+    assert groups[0].item == 1 and stats.failed == {"engine_error": 1}
 
 
 def test_a_step_whose_every_episode_failed_stops_with_the_cause() -> None:
@@ -43,7 +43,7 @@ def test_a_step_whose_every_episode_failed_stops_with_the_cause() -> None:
     r = rollouts(engine)
     with (
         r.loop,
-        pytest.raises(RuntimeError, match=r"every episode of GRPO step 4 failed.*HTTP 500"),
+        pytest.raises(RuntimeError, match=r"every episode of step 4 failed.*engine_error.*500"),
     ):
         r.groups([sample("bad")], step=4)
 

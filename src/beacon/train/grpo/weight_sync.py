@@ -27,7 +27,7 @@ import torch
 from beacon.engines.base import GenerationRequest, GenerationResult
 
 if TYPE_CHECKING:
-    from beacon.train.grpo_config import GRPOConfig
+    from beacon.train.grpo.config import GRPOConfig
 
 
 def weights_payload(state_dict: Mapping[str, torch.Tensor]) -> bytes:

@@ -1,22 +1,28 @@
-"""The training loop every recipe shares, on `accelerate`.
+"""The one training loop, on `accelerate`: SFT, GRPO and OPD supply a step function, this module
+does the rest (RFT's training stage is SFT).
 
 The same code runs on one CPU, on 2 CPU processes (gloo, in tests) and on many GPUs with FSDP or
 DeepSpeed, chosen by the accelerate config the run is launched with; nothing here knows which.
 
-One step: take the next `global_batch_size` trajectories of the seeded stream, give each
-process every `world`-th of them, cut the share into micro-batches, accumulate gradients
-(synchronising only on the last micro-batch), clip, step optimizer and scheduler, log, and
-checkpoint every `save_every` steps. The loss is normalised by the step's global number of
-target tokens (`beacon.train.loss`, Eq. 1), so the split into processes and micro-batches does
-not change it.
+`run` owns what every trainer needs and must not differ between them: restoring the newest
+complete checkpoint (model, optimizer, scheduler, RNGs, data position) and cutting the run's
+logs back to it, pushing the (restored) weights to the rollout engine before the first step,
+then per step: the trainer's `step` (rollouts, scoring and backward: gradients accumulated, no
+optimizer step), the optimizer and scheduler step, the weight push, one metrics dict
+(`metrics.step_metrics`) written every `log_every` steps, a checkpoint every `save_every`.
+
+A step whose trainer reports no learning signal (`StepOutput.update=False`, e.g. OPD's loss
+below its floor) skips the optimizer step: Adam divides by the running gradient scale, so it
+would turn gradients of pure float noise (~1e-9) into full-size updates. The scheduler still
+steps (the schedule is by step count) and the gradient is cleared.
 
 Deviations from accelerate's defaults, and why:
 
 1. The LR scheduler is not passed through `accelerator.prepare`: the prepared scheduler steps
    once per process per step, which would make the schedule depend on the process count. It is
    registered for checkpointing instead and stepped once per optimizer step.
-2. Gradient accumulation is done here (`no_sync` on all but the last micro-batch), because the
-   number of micro-batches varies per step with length bucketing.
+2. Gradient accumulation is done by the step functions (`no_sync` on all but the last
+   micro-batch), because the number of micro-batches varies per step with length bucketing.
 
 What is not covered: DeepSpeed runs its own accumulation and expects a fixed number of
 micro-batches per step; use FSDP, or `train.batching=pad` with a fixed micro-batch size there.
@@ -28,43 +34,62 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from beacon.train import checkpoint as ckpt
-from beacon.train.collate import ModelBatch
-from beacon.train.config import TrainConfig
-from beacon.train.loss import count_targets, summed_token_nll
-from beacon.train.metrics import MetricsLogger, StepStats, step_metrics
+from beacon.train.core import checkpoint as ckpt
+from beacon.train.core.collate import ModelBatch
+from beacon.train.core.config import TrainConfig
+from beacon.train.core.loss import count_targets, summed_token_nll
+from beacon.train.core.metrics import MetricsLogger, StepStats, step_metrics, truncate_after
 
 logger = logging.getLogger(__name__)
 
-PlanFn = Callable[[Sequence[int]], list[ModelBatch]]
-"""Dataset indices of this process's share -> its micro-batches."""
 SaveModelFn = Callable[[Path], None]
 """Writes the model in `save_pretrained` format into a checkpoint folder (collective call)."""
 
 
 @dataclass
 class LoopParts:
-    """What a recipe hands the loop (all already passed through `accelerator.prepare`)."""
+    """The trained model and its optimisation (all already passed through `accelerator.prepare`)."""
 
     accelerator: Any
     model: torch.nn.Module
     optimizer: torch.optim.Optimizer
     scheduler: Any
-    dataset_size: int
-    plan: PlanFn
     save_model: SaveModelFn
 
 
 @dataclass
+class StepOutput:
+    """What a trainer's step did, summed over processes: its loss and token counts, how far it
+    moved the data stream (`samples`), its own metrics (`extra`), and whether it carries a
+    learning signal (`update`)."""
+
+    loss: float
+    tokens: int  # non-padding tokens the step's forward passes computed
+    padded_tokens: int  # tokens computed, padding included
+    loss_tokens: int
+    sequences: int
+    microbatches: int
+    samples: int
+    extra: dict[str, Any] = field(default_factory=dict)
+    update: bool = True
+
+
+StepFn = Callable[[ckpt.TrainState], StepOutput]
+"""One step of a trainer: accumulate the step's gradient (no optimizer step) and report it."""
+SyncFn = Callable[[], None]
+"""Pushes the trainer's current weights to the rollout engine(s)."""
+
+
+@dataclass
 class StepResult:
-    """Sums over all processes of one step's forward-backward."""
+    """Sums over all processes of one SFT forward-backward (`forward_backward`)."""
 
     nll_sum: float
     targets: int
@@ -94,6 +119,11 @@ def step_indices(samples_seen: int, global_batch: int, size: int, seed: int) -> 
         epoch, i = divmod(pos, size)
         out.append(_epoch_order(size, seed, epoch)[i])
     return out
+
+
+def my_share(indices: Sequence[int], accelerator: Any) -> list[int]:
+    """Every `world`-th index, starting at this process's rank."""
+    return list(indices[accelerator.process_index :: accelerator.num_processes])
 
 
 def forward_backward(
@@ -141,30 +171,40 @@ def forward_backward(
     )
 
 
-def optimizer_step(parts: LoopParts, max_grad_norm: float | None) -> float:
-    """Clip (or only measure) the gradient norm, step optimizer and scheduler; the norm."""
+def optimizer_step(parts: LoopParts, max_grad_norm: float | None, update: bool = True) -> float:
+    """Clip (or only measure) the gradient norm, step optimizer (unless `update` is False) and
+    scheduler, clear the gradient; the norm."""
     params = [p for p in parts.model.parameters() if p.requires_grad]
     norm = parts.accelerator.clip_grad_norm_(params, max_grad_norm or float("inf"))
-    parts.optimizer.step()
+    if update:
+        parts.optimizer.step()
     parts.scheduler.step()
     parts.optimizer.zero_grad(set_to_none=True)
     return float(norm)
 
 
-def my_share(indices: Sequence[int], accelerator: Any) -> list[int]:
-    """Every `world`-th index, starting at this process's rank."""
-    return list(indices[accelerator.process_index :: accelerator.num_processes])
+def run(
+    parts: LoopParts,
+    cfg: TrainConfig,
+    run_dir: Path,
+    resume: bool,
+    step: StepFn,
+    sync: SyncFn | None = None,
+    logs: Sequence[str] = (),
+) -> ckpt.TrainState:
+    """Train until `cfg.max_steps`, from the newest complete checkpoint when `resume`.
 
-
-def run(parts: LoopParts, cfg: TrainConfig, run_dir: Path, resume: bool) -> ckpt.TrainState:
-    """Train until `cfg.max_steps`, from the newest complete checkpoint when `resume`."""
+    `sync` pushes the weights to the rollout engine(s), before the first step and after every
+    optimizer step; `logs` are the trainer's own JSONL files in `run_dir` (lines with a `step`),
+    cut back to the restored step so a resumed run rewrites them once.
+    """
     accelerator = parts.accelerator
-    if cfg.global_batch_size % accelerator.num_processes:
-        raise ValueError(
-            f"train.global_batch_size={cfg.global_batch_size} is not divisible by the "
-            f"{accelerator.num_processes} processes; set it to a multiple of the process count"
-        )
     state = restore(parts, run_dir) if resume else ckpt.TrainState(step=0, samples_seen=0)
+    if accelerator.is_main_process:
+        for name in logs:
+            truncate_after(run_dir / name, state.step)
+    if sync is not None:
+        sync()
     metrics_log = MetricsLogger(
         run_dir,
         enabled=accelerator.is_main_process,
@@ -176,7 +216,10 @@ def run(parts: LoopParts, cfg: TrainConfig, run_dir: Path, resume: bool) -> ckpt
     parts.model.train()
     try:
         while state.step < cfg.max_steps:
-            state = _one_step(parts, cfg, state, metrics_log)
+            state, metrics = run_step(parts, cfg, state, step, sync)
+            if state.step % cfg.log_every == 0 or state.step == cfg.max_steps:
+                metrics_log.log(metrics)
+            metrics_log.advance(metrics)
             if state.step % cfg.save_every == 0 or state.step == cfg.max_steps:
                 save_checkpoint(parts, run_dir, state, cfg.keep_last)
     finally:
@@ -184,41 +227,52 @@ def run(parts: LoopParts, cfg: TrainConfig, run_dir: Path, resume: bool) -> ckpt
     return state
 
 
-def _one_step(
-    parts: LoopParts, cfg: TrainConfig, state: ckpt.TrainState, metrics_log: MetricsLogger
-) -> ckpt.TrainState:
+def run_step(
+    parts: LoopParts,
+    cfg: TrainConfig,
+    state: ckpt.TrainState,
+    step: StepFn,
+    sync: SyncFn | None = None,
+) -> tuple[ckpt.TrainState, dict[str, Any]]:
+    """One whole step: the trainer's `step`, the optimizer step, the weight push; the new
+    state and the step's metrics dict."""
     start = time.perf_counter()
-    indices = step_indices(state.samples_seen, cfg.global_batch_size, parts.dataset_size, cfg.seed)
-    batches = parts.plan(my_share(indices, parts.accelerator))
     lr = parts.scheduler.get_last_lr()[0]
-    result = forward_backward(parts.accelerator, parts.model, batches)
-    grad_norm = optimizer_step(parts, cfg.max_grad_norm)
-    state = ckpt.TrainState(
-        step=state.step + 1, samples_seen=state.samples_seen + cfg.global_batch_size
-    )
+    out = step(state)
+    optimizer_start = time.perf_counter()
+    grad_norm = optimizer_step(parts, cfg.max_grad_norm, update=out.update)
+    sync_start = time.perf_counter()
+    if sync is not None:
+        sync()
+    end = time.perf_counter()
+    if not out.update:
+        logger.info("step %d: no learning signal, optimizer step skipped", state.step + 1)
+    state = ckpt.TrainState(step=state.step + 1, samples_seen=state.samples_seen + out.samples)
     stats = StepStats(
         step=state.step,
-        loss=result.loss,
+        loss=out.loss,
         lr=lr,
         grad_norm=grad_norm,
-        tokens=result.tokens,
-        padded_tokens=result.padded_tokens,
-        loss_tokens=result.targets,
-        sequences=cfg.global_batch_size,
-        microbatches=result.microbatches,
-        seconds=time.perf_counter() - start,
+        tokens=out.tokens,
+        padded_tokens=out.padded_tokens,
+        loss_tokens=out.loss_tokens,
+        sequences=out.sequences,
+        microbatches=out.microbatches,
+        seconds=end - start,
     )
-    metrics = step_metrics(stats)
-    if state.step % cfg.log_every == 0 or state.step == cfg.max_steps:
-        metrics_log.log(metrics)
-    metrics_log.advance(metrics)
-    return state
+    extra = {
+        **out.extra,
+        "update_skipped": int(not out.update),
+        "time/optimizer_s": sync_start - optimizer_start,
+        "time/weight_sync_s": end - sync_start,
+    }
+    return state, step_metrics(stats, extra)
 
 
 def save_checkpoint(
     parts: LoopParts, run_dir: Path, state: ckpt.TrainState, keep_last: int
 ) -> None:
-    """Write `checkpoint-<step>` atomically (see `beacon.train.checkpoint`)."""
+    """Write `checkpoint-<step>` atomically (see `beacon.train.core.checkpoint`)."""
     accelerator = parts.accelerator
     staging = ckpt.staging_dir(run_dir, state.step)
     if accelerator.is_main_process:

@@ -1,0 +1,33 @@
+"""Episodes and groups of episodes, built, seeded, scored and filtered one way for every job.
+
+- episodes: `episode_spec` (the benchmark's prompt, one seed rule), `score` (the benchmark's
+  scorer), `failed_outside_model` and the finish reasons behind it;
+- groups: `Rollouts.groups`, G scored responses per prompt for the trainers, failures dropped
+  and counted.
+
+Below `eval`, `data` and `train`, above `agent` and `benchmarks`.
+"""
+
+from beacon.rollout.episodes import (
+    FAILED_OUTSIDE_MODEL,
+    RETRIED,
+    episode_seed,
+    episode_spec,
+    failed_outside_model,
+    sample_key,
+    score,
+)
+from beacon.rollout.groups import Group, Rollouts, RolloutStats
+
+__all__ = [
+    "FAILED_OUTSIDE_MODEL",
+    "RETRIED",
+    "Group",
+    "RolloutStats",
+    "Rollouts",
+    "episode_seed",
+    "episode_spec",
+    "failed_outside_model",
+    "sample_key",
+    "score",
+]

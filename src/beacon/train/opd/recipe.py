@@ -1,0 +1,170 @@
+"""`beacon train opd`: on-policy distillation with ReVuE (docs/train.md, "OPD"). Wiring only.
+
+config -> student (trained, accelerate) + its rollout engine (weights pushed after every step),
+frozen teacher in-process (or a teacher server), item pool, sandbox + agent loop, critic
+(`critic.base_url`, or the scripted synth critic served locally over HTTP) -> the teacher check
+(`probe`) -> `loop.run` with `opd_step` (Algorithm 1).
+
+Deviations and limits:
+1. Several processes run DDP (each rolls out its share of a step's items with its own teacher);
+   FSDP and DeepSpeed are refused: the student is scored through its inner model's hidden
+   states (`score.SequenceScorer`), which a sharded wrapper does not allow.
+2. Rollouts run on an in-process `hf` engine that gets the trainer's weights after each step.
+3. Exact resume: items, rollout seeds and random weightings depend only on (seed, step), and the
+   checkpoint restores model, optimizer, scheduler and RNGs; `revue.jsonl`, `critic.jsonl` and
+   `metrics.jsonl` are cut back to the checkpoint's step; `teacher_check.json` is read back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from typing import Any
+
+from beacon.rollout import Rollouts
+from beacon.train.core import loop
+from beacon.train.core.checkpoint import TrainState
+from beacon.train.core.setup import build_policy, open_run
+from beacon.train.opd.config import OPD_OPERATIONAL_KEYS, OPDConfig
+from beacon.train.opd.critic import CRITIC_LOG, CriticRunner
+from beacon.train.opd.probe import CHECK_FILE, teacher_check
+from beacon.train.opd.score import SequenceScorer
+from beacon.train.opd.step import REVUE_LOG, OPDParts, opd_step
+
+logger = logging.getLogger(__name__)
+
+
+def make_teacher(cfg: OPDConfig, device: Any, tokenizer: Any, pixels: Any, store: Any) -> Any:
+    """In-process `SequenceScorer`, or `RemoteTeacher` when teacher.base_url is set."""
+    from beacon.train.opd.teacher import RemoteTeacher, load_teacher_model
+
+    if cfg.teacher.base_url is not None:
+        return RemoteTeacher(cfg.teacher.base_url, store.get)
+    return SequenceScorer(load_teacher_model(cfg.teacher.path, device), tokenizer, pixels)
+
+
+def check_vocab(student_tok: Any, teacher_path: str) -> None:
+    """The teacher scores the student's ids, so both must map ids to the same tokens."""
+    from beacon.engines.tokenizer import HFTokenizer
+
+    teacher_tok = HFTokenizer.from_pretrained(teacher_path)
+    if student_tok.tokenizer.get_vocab() != teacher_tok.tokenizer.get_vocab():
+        raise ValueError(
+            "teacher.path has another vocabulary than model.path; OPD scores the student's "
+            "token ids under the teacher, so pick a teacher of the same tokenizer family"
+        )
+
+
+def make_critic(cfg: OPDConfig, samples: list, stack: contextlib.ExitStack) -> Any:
+    """The critic `send`: an HTTP client to critic.base_url or to a local scripted critic."""
+    from beacon.revue.http import HttpCritic
+
+    if cfg.critic.base_url is not None:
+        key = os.environ.get(cfg.critic.api_key_env) if cfg.critic.api_key_env else None
+        return HttpCritic(cfg.critic.base_url, cfg.critic.model, key)
+    from beacon.engines.serve import run_app_in_thread
+    from beacon.revue.scripted import ScriptedCritic, create_app
+
+    handle = run_app_in_thread(create_app(ScriptedCritic(samples)))
+    stack.callback(handle.stop)
+    logger.info("scripted synth critic at %s", handle.base_url)
+    return HttpCritic(handle.base_url, "scripted-critic")
+
+
+def build_parts(cfg: OPDConfig, accelerator: Any, run_dir: Any, stack: Any) -> OPDParts:
+    """Student, rollout engine, teacher, critic, sandbox and agent loop; closed by `stack`."""
+    from beacon.agent.loop import AgentLoop
+    from beacon.benchmarks.base import get_benchmark
+    from beacon.engines.hf import HFEngine
+    from beacon.images import ImageStore
+    from beacon.sandbox import Sandbox
+    from beacon.train.core.collate import PixelCache
+
+    policy = build_policy(cfg.model, cfg.train, accelerator)
+    engine = HFEngine(
+        cfg.model.path, device=str(accelerator.device), batch_size=cfg.rollout.batch_size
+    )
+    stack.callback(engine.close)
+    tokenizer = engine.tokenizer
+    check_vocab(tokenizer, cfg.teacher.path)
+    store = ImageStore(run_dir / "images")
+    pixels = PixelCache(tokenizer.processor.image_processor, store.get)
+    bench = get_benchmark(cfg.data.benchmark)
+    samples = list(bench.load(cfg.data.path, limit=cfg.data.limit, seed=cfg.data.seed))
+    if not samples:
+        raise ValueError(f"data.benchmark={bench.name} gave no items; check data.path")
+    critic = None
+    if cfg.teacher.context == "reflection":  # base and gt teachers need no critic
+        critic = CriticRunner(make_critic(cfg, samples, stack), cfg.revue, run_dir)
+        stack.callback(critic.close)
+    sandbox = stack.enter_context(Sandbox(cfg.rollout.sandbox))
+    agent = stack.enter_context(AgentLoop(engine, sandbox, cfg.rollout.agent, store=store))
+    rollout = cfg.rollout
+    return OPDParts(
+        cfg=cfg,
+        policy=policy,
+        samples=samples,
+        rollouts=Rollouts(agent, bench, rollout.group_size, cfg.train.seed, rollout.concurrency),
+        store=store,
+        tokenizer=tokenizer,
+        student=SequenceScorer(accelerator.unwrap_model(policy.model), tokenizer, pixels),
+        teacher=make_teacher(cfg, accelerator.device, tokenizer, pixels, store),
+        critic=critic,
+        run_dir=run_dir,
+    )
+
+
+def check_teacher(parts: OPDParts, sandbox: Any) -> None:
+    """The teacher check before step 1; an in-process teacher also rolls out for its accuracy
+    (its engine is closed again before training)."""
+    cfg = parts.cfg
+    if not cfg.teacher_check.enabled or (parts.run_dir / CHECK_FILE).exists():
+        teacher_check(parts, cfg.teacher_check, None)
+        return
+    if cfg.teacher.base_url is not None:
+        teacher_check(parts, cfg.teacher_check, None)
+        return
+    from beacon.agent.loop import AgentLoop
+    from beacon.engines.hf import HFEngine
+
+    device = str(parts.policy.accelerator.device)
+    with contextlib.ExitStack() as stack:
+        engine = HFEngine(cfg.teacher.path, device=device, batch_size=cfg.rollout.batch_size)
+        stack.callback(engine.close)
+        agent = stack.enter_context(
+            AgentLoop(engine, sandbox, cfg.rollout.agent, store=parts.store)
+        )
+        rollout = cfg.rollout
+        bench = parts.rollouts.bench
+        rollouts = Rollouts(agent, bench, rollout.group_size, cfg.train.seed, rollout.concurrency)
+        teacher_check(parts, cfg.teacher_check, rollouts)
+
+
+def run_opd(cfg: OPDConfig, resume: bool = False) -> TrainState:
+    """Train `cfg` into `train.output_dir`; `resume` continues from its newest checkpoint."""
+    items = {"rollout.items_per_step": cfg.rollout.items_per_step}
+    accelerator, run_dir = open_run(cfg, resume, OPD_OPERATIONAL_KEYS, per_process=items)
+    from accelerate.utils import DistributedType
+
+    if accelerator.distributed_type in (DistributedType.FSDP, DistributedType.DEEPSPEED):
+        raise ValueError(
+            f"beacon train opd runs under DDP, not {accelerator.distributed_type}: the "
+            "student is scored through its inner model's hidden states; launch with "
+            "`accelerate launch --multi_gpu` (or one process)"
+        )
+    with contextlib.ExitStack() as stack:
+        parts = build_parts(cfg, accelerator, run_dir, stack)
+        student = parts.student.model
+        check_teacher(parts, parts.rollouts.loop.sandbox)
+        state = loop.run(
+            parts.policy,
+            cfg.train,
+            run_dir,
+            resume,
+            step=lambda state: opd_step(parts, state),
+            sync=lambda: parts.rollouts.loop.engine.update_weights(student.state_dict().items()),
+            logs=(REVUE_LOG, CRITIC_LOG),
+        )
+    accelerator.end_training()
+    return state

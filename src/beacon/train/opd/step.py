@@ -1,0 +1,377 @@
+"""One OPD step (Algorithm 1): rollouts -> verdicts -> states -> critic (background) -> base
+teacher -> assemble -> conditioned teacher -> target, weights, loss -> backward.
+
+Every formula is a `beacon.revue` component; this module only orders the work and counts what
+fell back. Rollouts come from `beacon.rollout.Rollouts`, as GRPO's do: the benchmark's prompt,
+the benchmark's scorer for the correctness labels c_i (Alg. 2 reads the `<answer>` span first;
+deviation: where a response has none, the scorer's fallbacks apply as in `beacon eval`, so a
+distillation result and an RL result are scored alike), one seed rule, and episodes that failed
+outside the model dropped and counted (`rollout/failed`).
+
+The critic requests of all groups are submitted before the base teacher runs, so the critic's
+latency overlaps the teacher's scoring. Gradients are accumulated per trajectory with weight
+1/N (N = retained trajectories over all processes), so the step's gradient is that of
+`batch_loss` while only one trajectory's graph is alive at a time.
+
+Several processes: each rolls out its share of the step's items (`loop.my_share`) with its own
+teacher and critic client. The student is scored through its inner model's hidden states
+(`score.SequenceScorer`), not through the DDP wrapper's forward, so DDP never synchronises these
+gradients; `all_reduce_gradients` sums them once per step. Per-trajectory records are gathered,
+so every process computes the same metrics and the main process writes `revue.jsonl`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from beacon.revue import (
+    WEIGHTINGS,
+    AdoptedTarget,
+    Assembly,
+    TeacherScores,
+    adopted_target,
+    batch_loss,
+    build_critic_request,
+    check_and_assemble,
+    coverage_counts,
+    group_kind,
+    impact_sparsity,
+    observed_states,
+    reflection_text,
+    slot_statuses,
+    topk_reverse_kl,
+    trajectory_loss,
+)
+from beacon.rollout import Group, Rollouts, episode_seed
+from beacon.train.core import loop
+from beacon.train.core.checkpoint import TrainState
+from beacon.train.core.encode import EncodedTrajectory, encode_trajectory
+from beacon.train.opd.score import SequenceScorer, conditioned_sequence
+from beacon.types import Sample
+
+if TYPE_CHECKING:
+    from beacon.train.opd.config import OPDConfig
+
+logger = logging.getLogger(__name__)
+
+REVUE_LOG = "revue.jsonl"
+TeacherContext = tuple[str, tuple[str, ...]] | None
+"""(text, support image keys) to condition the teacher on, or None for the base teacher."""
+STAGES = ("CORRECT", "ACQUIRE", "READ", "GROUND", "OTHER")
+
+
+@dataclass
+class OPDParts:
+    """What a step needs: the student and its optimisation, rollouts, teacher, critic, items."""
+
+    cfg: OPDConfig
+    policy: loop.LoopParts
+    samples: list[Sample]
+    rollouts: Rollouts
+    store: Any  # beacon.images.ImageStore
+    tokenizer: Any
+    student: SequenceScorer
+    teacher: Any  # SequenceScorer, or opd.teacher.RemoteTeacher
+    critic: Any  # opd.critic.CriticRunner | None
+    run_dir: Path
+
+
+@dataclass
+class Distilled:
+    """One item's rollout group (`slot`: its place in the step) and what ReVuE derived for it."""
+
+    group: Group
+    slot: int
+    encoded: list[EncodedTrajectory]
+    assembly: Assembly | None = None
+    future: Any = None  # Future[CriticReply]
+    states: Any = None  # ObservedStates
+    shown: frozenset[str] = frozenset()
+    critic_attempts: int = 0
+    aligned: list[bool] = field(default_factory=list)
+
+    @property
+    def labels(self) -> list[bool]:
+        return self.group.correct
+
+
+def collect(parts: OPDParts, samples: Sequence[Sample], slots: Sequence[int], step: int | str):
+    """The student's M trajectories per item (`slots[j]` is item j's place in the step),
+    scored by the benchmark (Alg. 2) and encoded token for token; and the rollout stats."""
+    groups, stats = parts.rollouts.groups(samples, step)
+    out = [
+        Distilled(g, slots[g.item], [encode_trajectory(t, parts.tokenizer) for t in g.trajectories])
+        for g in groups
+    ]
+    for d in out:
+        d.aligned = [True] * len(d.encoded)
+    return out, stats
+
+
+def submit_critic(parts: OPDParts, distilled: list[Distilled], step: int) -> None:
+    """One critic request per group (Algorithm 1, line 5), answered in the background; its
+    exchange is logged in critic.jsonl under `step`."""
+    for d in distilled:
+        group = d.group
+        states = observed_states(group.trajectories)
+        request = build_critic_request(
+            group.sample.question,
+            group.sample.answer,
+            group.trajectories,
+            d.labels,
+            states,
+            parts.store.get,
+            max_tool_images=parts.cfg.revue.critic_max_tool_images,
+            max_tokens=parts.cfg.revue.critic_max_tokens,
+        )
+        d.states, d.shown = states, request.shown_image_ids
+        d.future = parts.critic.submit(request, step=step, group=d.slot)
+
+
+def collect_critic(distilled: list[Distilled]) -> None:
+    """Wait for the replies and run CheckAndAssemble (Algorithm 4) on each."""
+    for d in distilled:
+        reply = d.future.result()
+        d.critic_attempts = reply.attempts
+        d.assembly = check_and_assemble(reply.output, d.states, d.labels, d.shown)
+        if d.assembly.problems:
+            logger.warning("critic output rejected: %s", "; ".join(d.assembly.problems))
+
+
+def no_context(parts: OPDParts, d: Distilled, i: int) -> TeacherContext:
+    """Vanilla OPD: the teacher sees what the student saw."""
+    return None
+
+
+def gt_context(parts: OPDParts, d: Distilled, i: int) -> TeacherContext:
+    """GT-privileged teacher: the reference answer appended to the first user message."""
+    return f"Reference answer (training-time guidance): {d.group.sample.answer}", ()
+
+
+def reflection_context(parts: OPDParts, d: Distilled, i: int) -> TeacherContext:
+    """ReVuE: the assembled reflection R_i and its anchor's support images, when R_i exists."""
+    reflection = d.assembly.reflections[i] if d.assembly is not None else None
+    if reflection is None:
+        return None
+    keys = reflection.anchor.support_image_keys if reflection.anchor else ()
+    return reflection_text(reflection), keys
+
+
+TEACHER_CONTEXTS: dict[str, Callable[[OPDParts, Distilled, int], TeacherContext]] = {
+    "base": no_context,
+    "gt": gt_context,
+    "reflection": reflection_context,
+}
+"""What the teacher is conditioned on, by config name (`teacher.context`)."""
+
+
+def conditioned_scores(parts: OPDParts, d: Distilled, i: int) -> TeacherScores | None:
+    """The conditioned teacher's scores of trajectory i, or None (no context, or misaligned:
+    then `d.aligned[i]` is False)."""
+    context = TEACHER_CONTEXTS[parts.cfg.teacher.context](parts, d, i)
+    if context is None:
+        return None
+    cond = conditioned_sequence(
+        d.group.trajectories[i],
+        d.encoded[i],
+        d.group.sample,
+        context[0],
+        context[1],
+        parts.tokenizer,
+        parts.store.get,
+        parts.cfg.teacher.reencode_check,
+    )
+    d.aligned[i] = cond.alignment.aligned
+    if cond.encoded is None:
+        return None
+    revue = parts.cfg.revue
+    return parts.teacher.teacher_scores(cond.encoded, revue.k_support, revue.chunk_size)
+
+
+def target_for(parts: OPDParts, d: Distilled, i: int, base: TeacherScores) -> AdoptedTarget:
+    """q* of trajectory i (Eq. 10): conditioned teacher when it exists and aligns, else q^0."""
+    reflect = conditioned_scores(parts, d, i)
+    if reflect is None and not d.aligned[i]:
+        return AdoptedTarget(base, reflected=False, impact=None, fallback="misaligned")
+    return adopted_target(base, reflect, aligned=True)
+
+
+def base_scores(parts: OPDParts, distilled: list[Distilled]) -> list[list[TeacherScores]]:
+    """q^0 on every trajectory: the teacher on the student's exact ids and prompt."""
+    revue = parts.cfg.revue
+    return [
+        [parts.teacher.teacher_scores(e, revue.k_support, revue.chunk_size) for e in d.encoded]
+        for d in distilled
+    ]
+
+
+def opd_step(parts: OPDParts, state: TrainState) -> loop.StepOutput:
+    """Rollouts, targets and backward of one step, with its ReVuE metrics."""
+    cfg, acc = parts.cfg, parts.policy.accelerator
+    take, step = cfg.rollout.items_per_step, state.step + 1
+    indices = loop.step_indices(state.samples_seen, take, len(parts.samples), cfg.train.seed)
+    slots = loop.my_share(range(take), acc)
+    distilled, stats = collect(parts, [parts.samples[indices[s]] for s in slots], slots, step)
+    uses_critic = cfg.teacher.context == "reflection"
+    if uses_critic:
+        submit_critic(parts, distilled, step)
+    base = base_scores(parts, distilled)
+    if uses_critic:
+        collect_critic(distilled)
+    local = sum(1 for d in distilled for e in d.encoded if e.num_loss_tokens > 0)
+    retained = max(1, int(acc.reduce(torch.tensor([local], device=acc.device), "sum")[0]))
+    records = []
+    for g, d in enumerate(distilled):
+        for i, encoded in enumerate(d.encoded):
+            if encoded.num_loss_tokens == 0:  # an episode that generated nothing it can learn
+                continue
+            loss, record = _trajectory(parts, d, i, base[g][i], step)
+            (loss / retained).backward()
+            records.append(record)
+    all_reduce_gradients(acc, parts.policy.model)
+    records = _gather(acc, records)
+    groups = _gather(acc, [_group_record(d, uses_critic) for d in distilled])
+    failed = _gather(acc, [sum(stats.failed.values())])
+    if acc.is_main_process:
+        _append(parts.run_dir / REVUE_LOG, sorted(records, key=lambda r: (r["group"], r["slot"])))
+    metrics = step_metrics(records, groups, uses_critic)
+    metrics["rollout/failed"] = sum(failed)
+    loss = metrics.pop("loss")
+    return loop.StepOutput(
+        loss=loss,
+        tokens=metrics.pop("tokens"),
+        padded_tokens=metrics.pop("tokens_computed"),
+        loss_tokens=sum(r["positions"] for r in records),
+        sequences=len(records),
+        microbatches=len(records),
+        samples=take,
+        extra=metrics,
+        update=loss >= cfg.min_loss,
+    )
+
+
+def _trajectory(
+    parts: OPDParts, d: Distilled, i: int, base: TeacherScores, step: int
+) -> tuple[torch.Tensor, dict[str, Any]]:
+    """Trajectory i's loss ℓ_i (Eq. 8-9, graph attached) and its revue.jsonl record."""
+    cfg = parts.cfg.revue
+    target = target_for(parts, d, i, base)
+    positions = target.scores.num_positions
+    seed = episode_seed(parts.cfg.train.seed, f"{step}/weights/{d.slot}/{i}")
+    generator = torch.Generator().manual_seed(seed)
+    w = WEIGHTINGS[cfg.weighting](target.impact, positions, cfg.alpha, cfg.lam, generator)
+    z = parts.student.support_logits(d.encoded[i], target.scores.topk_ids, cfg.chunk_size)
+    kl = topk_reverse_kl(z, target.scores.topk_logprobs.to(z.device))
+    loss = trajectory_loss(kl, w.weights.to(kl.device))
+    impact = None if target.impact is None else [round(float(x), 6) for x in target.impact]
+    record = {
+        "step": step,
+        "group": d.slot,
+        "slot": i,
+        "correct": d.labels[i],
+        "reflected": target.reflected,
+        "target_fallback": target.fallback,
+        "weight_fallback": w.fallback,
+        "positions": positions,
+        "loss": float(loss.detach()),
+        "impact": impact,
+        "tokens": len(d.encoded[i]),
+    }
+    return loss, record
+
+
+def _group_record(d: Distilled, uses_critic: bool) -> dict[str, Any]:
+    """What a group adds to the metrics besides its trajectories' records."""
+    out: dict[str, Any] = {
+        "size": len(d.encoded),
+        "correct": sum(d.labels),
+        "kind": group_kind(d.labels),
+        "tool_calls": sum(len(t.tool_calls) for t in d.group.trajectories),
+        "used_tool": sum(bool(t.tool_calls) for t in d.group.trajectories),
+        "generated_tokens": sum(t.response_tokens for t in d.group.trajectories),
+        "tokens": sum(len(e) for e in d.encoded),
+    }
+    if uses_critic and d.assembly is not None:
+        out["statuses"] = slot_statuses(d.assembly, d.aligned)
+        accepted = d.assembly.status in ("complete", "diagnosis_only", "no_reference")
+        out["stages"] = [x.stage for x in d.assembly.diagnoses] if accepted else []
+        out["critic_attempts"] = d.critic_attempts
+        out["missing"] = d.assembly.status == "missing"
+    return out
+
+
+def step_metrics(
+    records: list[dict[str, Any]], groups: list[dict[str, Any]], uses_critic: bool
+) -> dict[str, Any]:
+    """The step's ReVuE metrics from all processes' trajectory and group records."""
+    episodes = max(sum(g["size"] for g in groups), 1)
+    impacts = [torch.tensor(r["impact"]) for r in records if r["impact"] is not None]
+    out: dict[str, Any] = {
+        "loss": float(batch_loss([torch.tensor(r["loss"]) for r in records])) if records else 0.0,
+        "retained": len(records),
+        "tokens": sum(g["tokens"] for g in groups),
+        "tokens_computed": sum(r["tokens"] for r in records),
+        "accuracy": sum(g["correct"] for g in groups) / episodes,
+        "tool_call_rate": sum(g["used_tool"] for g in groups) / episodes,
+        "tool_calls_mean": sum(g["tool_calls"] for g in groups) / episodes,
+        "rollout_tokens_mean": sum(g["generated_tokens"] for g in groups) / episodes,
+        "impact_sparsity": impact_sparsity(impacts),
+    }
+    for name, count in Counter(r["target_fallback"] or "reflected" for r in records).items():
+        out[f"target_{name}"] = count
+    for name, count in Counter(r["weight_fallback"] or "grouped" for r in records).items():
+        out[f"weights_{name}"] = count
+    if uses_critic:
+        statuses = [s for g in groups for s in g.get("statuses", ())]
+        out.update({f"coverage_{k}": v for k, v in coverage_counts(statuses).items()})
+        stages = Counter(s for g in groups for s in g.get("stages", ()))
+        out.update({f"stage_{s}": stages.get(s, 0) for s in STAGES})
+        out["critic_attempts"] = sum(g.get("critic_attempts", 0) for g in groups)
+        out["critic_groups_missing"] = sum(bool(g.get("missing")) for g in groups)
+    return out
+
+
+def all_reduce_gradients(accelerator: Any, model: torch.nn.Module) -> None:
+    """Sum every trainable parameter's gradient over the processes (a missing gradient counts
+    as zeros), once per step; nothing to do on one process."""
+    if accelerator.num_processes == 1:
+        return
+    params = [p for p in model.parameters() if p.requires_grad]
+    flat = torch.cat(
+        [(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in params]
+    )
+    flat = accelerator.reduce(flat, reduction="sum")
+    offset = 0
+    for p in params:
+        p.grad = flat[offset : offset + p.numel()].view_as(p).clone()
+        offset += p.numel()
+
+
+def _gather(accelerator: Any, items: list[Any]) -> list[Any]:
+    """Every process's `items`, in rank order."""
+    if accelerator.num_processes == 1:
+        return items
+    from accelerate.utils import gather_object
+
+    return list(gather_object(items))
+
+
+def _append(path: Path, records: list[dict[str, Any]]) -> None:
+    """One durable append of the step's records (a torn last line is cut on resume)."""
+    from beacon.eval.records import JsonlWriter
+
+    if not records:
+        return
+    writer = JsonlWriter(path)
+    try:
+        writer.write("\n".join(json.dumps(r) for r in records))
+    finally:
+        writer.close()
