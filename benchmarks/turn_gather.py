@@ -61,7 +61,7 @@ def main() -> None:
     from beacon.engines import load_engine
     from beacon.engines.tiny import cached_tiny_model
     from beacon.sandbox import Sandbox
-    from beacon.train.grpo.script_choice import synth_choices
+    from beacon.testing.script_choice import synth_choices
 
     torch.set_num_threads(args.threads)
     rollouts = args.prompts * args.group_size

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -142,3 +144,40 @@ def test_batch_loss_is_mean_over_trajectories() -> None:
     assert batch_loss([]).item() == 0.0
     with pytest.raises(ValueError, match="same supervised positions"):
         trajectory_loss(torch.ones(3), torch.ones(4))
+
+
+def _logits(probs: list[float]) -> torch.Tensor:
+    return torch.tensor([probs], dtype=torch.float64).log()
+
+
+def test_reverse_kl_penalises_student_mass_where_the_teacher_has_none() -> None:
+    """Eq. 8 is KL(student || teacher): a student spreading mass onto a token the teacher rules
+    out (p = 0.2 where q = 1e-6) costs more than a student missing a token the teacher keeps
+    (p = 1e-6 where q = 0.2). A forward KL would rank them the other way round."""
+    covering, seeking = [0.4, 0.4, 0.2], [0.5, 0.5 - 1e-6, 1e-6]
+    teacher_a, teacher_b = [0.5, 0.5 - 1e-6, 1e-6], [0.4, 0.4, 0.2]
+    extra = topk_reverse_kl(_logits(covering), _logits(teacher_a))
+    missing = topk_reverse_kl(_logits(seeking), _logits(teacher_b))
+    # by hand: sum_v p(v) ln(p(v) / q(v)) over the three tokens, float64
+    by_hand = [
+        0.4 * math.log(0.4 / 0.5) + 0.4 * math.log(0.4 / (0.5 - 1e-6)) + 0.2 * math.log(0.2 / 1e-6),
+        0.5 * math.log(0.5 / 0.4)
+        + (0.5 - 1e-6) * math.log((0.5 - 1e-6) / 0.4)
+        + 1e-6 * math.log(1e-6 / 0.2),
+    ]
+    assert extra.item() == pytest.approx(by_hand[0], abs=1e-9)  # 2.2627
+    assert missing.item() == pytest.approx(by_hand[1], abs=1e-9)  # 0.2231
+    assert extra.item() > 10 * missing.item()
+
+
+def test_reverse_kl_is_zero_only_at_the_teacher_and_renormalises_on_the_support() -> None:
+    teacher = _logits([0.6, 0.3, 0.1])
+    assert topk_reverse_kl(teacher.clone(), teacher).item() == pytest.approx(0.0, abs=1e-12)
+    # a constant shift of either side's logits is the same distribution on the support
+    assert topk_reverse_kl(teacher + 3.0, teacher - 7.0).item() == pytest.approx(0.0, abs=1e-12)
+    other = _logits([0.3, 0.6, 0.1])
+    assert topk_reverse_kl(other, teacher).item() > 0
+    student = other.clone().requires_grad_(True)
+    topk_reverse_kl(student, teacher).sum().backward()
+    step = student.detach() - 0.5 * student.grad  # descent moves p towards the teacher
+    assert topk_reverse_kl(step, teacher).item() < topk_reverse_kl(other, teacher).item()

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from beacon.images import ImageStore
-from beacon.train.core.scripted import scripted_trajectory
+from beacon.testing.trajectories import scripted_trajectory
 
 
 @pytest.fixture(scope="session")
@@ -33,6 +33,13 @@ def train_data(tmp_path_factory: pytest.TempPathFactory, tiny_tokenizer: Any) ->
     ]
     (root / "trajs.jsonl").write_text("\n".join(lines) + "\n")
     return root
+
+
+@pytest.fixture(scope="session")
+def teacher_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from beacon.engines.tiny import make_tiny_model
+
+    return make_tiny_model(tmp_path_factory.mktemp("teacher"), seed=1)
 
 
 @pytest.fixture(autouse=True)

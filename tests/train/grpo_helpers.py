@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from beacon.train.grpo.script_choice import ScriptChoice, synth_choices
+from beacon.testing.script_choice import ScriptChoice, synth_choices
 
 # synth (seed 0) items 0 and 1 answer 49E and 93V; item 2 (72) is never answered right.
 ANSWERS = ("49E", "93V")

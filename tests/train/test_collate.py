@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from beacon.images import ImageStore
+from beacon.testing.trajectories import scripted_trajectory
 from beacon.train.core.collate import (
     IGNORE_INDEX,
     PixelCache,
@@ -20,7 +21,6 @@ from beacon.train.core.collate import (
 )
 from beacon.train.core.encode import encode_trajectory
 from beacon.train.core.loss import count_targets, summed_token_nll
-from beacon.train.core.scripted import scripted_trajectory
 
 
 @pytest.fixture(scope="module")

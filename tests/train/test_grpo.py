@@ -224,7 +224,7 @@ def test_grpo_kill_and_resume_repeats_the_uninterrupted_run(
 
 
 def test_script_choice_allows_only_script_continuations() -> None:
-    from beacon.train.grpo.script_choice import next_script_tokens
+    from beacon.testing.script_choice import next_script_tokens
 
     scripts = [[5, 6, 7], [5, 8], [9]]
     assert next_script_tokens([1, 2], scripts) == [5, 9]  # nothing begun: any script's start

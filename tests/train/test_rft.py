@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -228,6 +229,36 @@ def test_rft_killed_while_sampling_resumes_to_the_same_training(
     metrics = [read_metrics(d / "sft" / "metrics.jsonl") for d in (out, reference)]
     losses = [[m["loss"] for m in run] for run in metrics]
     assert losses[0] == losses[1]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("accelerate") is None, reason="accelerate CLI not installed")
+def test_rft_on_two_processes_repeats_the_one_process_run(
+    tiny_model_path: Path, teacher: Teacher, reference: Path, tmp_path: Path
+) -> None:
+    """Under `accelerate launch` the main process samples and verifies while the other waits,
+    then both train the SFT stage on half the batch each: the same data, counts and losses."""
+    out = tmp_path / "run"
+    cfg_file = tmp_path / "rft.yaml"
+    cfg_file.write_text(yaml.safe_dump(settings(tiny_model_path, teacher.server.base_url, out)))
+    env = {**os.environ, "PYTHONPATH": str(SRC), "OMP_NUM_THREADS": "1"}
+    command = [shutil.which("accelerate"), "launch", "--cpu", "--num_processes", "2"]
+    command += ["--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no"]
+    command += ["-m", "beacon", "train", "rft", "--config", str(cfg_file)]
+    proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=280)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got, ref = (json.loads((d / "summary.json").read_text()) for d in (out, reference))
+    for stage in ("sample", "verify", "sft"):
+        for key in ("total", "kept", "dropped"):
+            assert got[stage][key] == ref[stage][key], (stage, key)
+    rows = [
+        [(t["metadata"]["eval_key"], t["segments"]) for t in verified(d)] for d in (out, reference)
+    ]
+    assert rows[0] == rows[1]
+    two, one = (read_metrics(d / "sft" / "metrics.jsonl") for d in (out, reference))
+    assert [m["step"] for m in two] == [1, 2, 3]
+    for a, b in zip(one, two, strict=True):
+        assert b["loss"] == pytest.approx(a["loss"], rel=1e-5)
 
 
 def test_rft_with_a_teacher_that_is_never_right_says_so(

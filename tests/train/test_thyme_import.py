@@ -10,8 +10,8 @@ import pytest
 
 from beacon.data.thyme import normalize_row, row_trajectory
 from beacon.images import ImageStore
+from beacon.testing.trajectories import synthetic_image
 from beacon.train.core.encode import encode_trajectory
-from beacon.train.core.scripted import synthetic_image
 from beacon.types import Trajectory
 
 CODE = (

@@ -28,9 +28,9 @@ from typing import Any
 
 from PIL import Image
 
+from beacon.agent.episode import TEXT_IMAGE_PLACEHOLDER
 from beacon.types import Segment, Trajectory
 
-TEXT_IMAGE_PLACEHOLDER = "<image>"
 _ROLE_LINE = re.compile(r"^(system|user|assistant|tool): ", re.MULTILINE)
 
 

@@ -32,7 +32,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -176,9 +178,12 @@ def optimizer_step(parts: LoopParts, max_grad_norm: float | None, update: bool =
     scheduler, clear the gradient; the norm."""
     params = [p for p in parts.model.parameters() if p.requires_grad]
     norm = parts.accelerator.clip_grad_norm_(params, max_grad_norm or float("inf"))
-    if update:
-        parts.optimizer.step()
-    parts.scheduler.step()
+    with warnings.catch_warnings():
+        if update:
+            parts.optimizer.step()
+        else:  # torch warns of a schedule stepped before any optimizer step: here on purpose
+            warnings.filterwarnings("ignore", re.escape("Detected call of `lr_scheduler.step()`"))
+        parts.scheduler.step()
     parts.optimizer.zero_grad(set_to_none=True)
     return float(norm)
 

@@ -59,6 +59,11 @@ class TeacherCheckConfig(_Strict):
         description="A teacher that is not better: stop before step 1 (error) or train anyway "
         "(warn; e.g. the teacher = student control run).",
     )
+    on_context_hurts: Literal["error", "warn"] = Field(
+        "warn",
+        description="A conditioned teacher (reflection, gt) whose context lowers its log-prob "
+        "of correct continuations: warn, or stop before step 1 (error).",
+    )
 
 
 class OPDDataConfig(_Strict):
@@ -108,7 +113,7 @@ class OPDConfig(_Strict):
         ge=0,
         description="A step whose loss (mean top-K reverse KL) is below this carries no "
         "learning signal: its optimizer step is skipped (a teacher equal to the student gives "
-        "~1e-9 of float noise, which Adam would turn into full-size steps).",
+        "~1e-8 of float noise, which Adam would turn into full-size steps); 0 turns it off.",
     )
     train: TrainConfig
 
@@ -127,6 +132,9 @@ class OPDConfig(_Strict):
         return self
 
 
-OPD_OPERATIONAL_KEYS = OPERATIONAL_KEYS | {"teacher_check.on_fail"}
+OPD_OPERATIONAL_KEYS = OPERATIONAL_KEYS | {
+    "teacher_check.on_fail",
+    "teacher_check.on_context_hurts",
+}
 """Keys a resume may change: the loop's reporting keys, and what a failed teacher check does
 (rerun with `--resume --set teacher_check.on_fail=warn` to train with that teacher anyway)."""

@@ -15,16 +15,19 @@ settings (M rollouts each, seed scope "check"):
    continuations, every supervised token of every correct rollout, under the teacher and under
    the student; the gain is teacher - student.
 
-The teacher is better when the gain exceeds `teacher_check.min_logprob_gain` and its accuracy,
-when measured, is not below the student's; with no correct rollout to score, when its accuracy
-is above the student's. A teacher that is not better stops the run before step 1
-(`teacher_check.on_fail=error`, the default) or is logged as a warning (`warn`).
+The teacher is better when it is more accurate than the student; at equal accuracy (or with
+a teacher server, whose accuracy is not measured) when the gain exceeds
+`teacher_check.min_logprob_gain`. Accuracy decides first because a much stronger teacher can
+still give a weak student's correct continuations a lower log-prob than the student does (it
+writes the same answer with other tokens). A teacher that is not better stops the run before
+step 1 (`teacher_check.on_fail=error`, the default) or is logged as a warning (`warn`).
 
 With a conditioned teacher (`teacher.context` reflection or gt) the same correct continuations
 are also scored with the conditioned prompt (the critic's reflection, or the reference answer)
 and compared with the base prompt: over all their tokens, and over the tokens that copy crop
-coordinates (digits in code segments). A context that lowers either is a warning: ReVuE weights
-positions by how much the context moves them, so it would up-weight exactly those targets.
+coordinates (digits in code segments). A context that lowers either is a warning (or, with
+`teacher_check.on_context_hurts=error`, stops the run): ReVuE weights positions by how much the
+context moves them, so it would up-weight exactly those targets.
 
 The result is `teacher_check.json` in the run folder; a resumed run reads it back instead of
 measuring again, and applies the current `on_fail` to it.
@@ -103,12 +106,10 @@ class TeacherCheck:
 
     def better(self, min_logprob_gain: float) -> bool:
         """The rule of the module docstring."""
-        accuracy_ok = (
-            self.teacher_accuracy is None or self.teacher_accuracy >= self.student_accuracy
-        )
-        if self.logprob_gain is not None:
-            return self.logprob_gain > min_logprob_gain and accuracy_ok
-        return self.teacher_accuracy is not None and self.teacher_accuracy > self.student_accuracy
+        teacher, student = self.teacher_accuracy, self.student_accuracy
+        if teacher is not None and teacher != student:
+            return teacher > student
+        return self.logprob_gain is not None and self.logprob_gain > min_logprob_gain
 
     def line(self) -> str:
         """One line for the log and the error: accuracies and log-probs side by side."""
@@ -247,19 +248,22 @@ def _apply(check: TeacherCheck, cfg: TeacherCheckConfig) -> None:
     if effect is not None and effect.hurts:
         coordinates = (
             ""
-            if effect.coordinate_base is None
+            if effect.coordinate_base is None or effect.coordinate_conditioned is None
             else f", on {effect.coordinate_tokens} coordinate tokens "
             f"{effect.coordinate_conditioned:.4f} vs {effect.coordinate_base:.4f}"
         )
-        logger.warning(
-            "teacher check: the teacher's context lowers its log-prob of correct continuations "
-            "(conditioned %.4f vs base %.4f nats/token%s); ReVuE's weights would favour those "
-            "targets. Check how the context is shown to the teacher, or distil with "
-            "teacher.context=base",
-            effect.conditioned,
-            effect.base,
-            coordinates,
+        message = (
+            "the teacher's context lowers its log-prob of correct continuations (conditioned "
+            f"{effect.conditioned:.4f} vs base {effect.base:.4f} nats/token{coordinates}); "
+            "ReVuE's weights would favour those targets"
         )
+        if cfg.on_context_hurts == "error":
+            raise UserError(
+                f"{message}. Teach the teacher to read its context, distil with "
+                "teacher.context=base, or train anyway with --resume --set "
+                "teacher_check.on_context_hurts=warn"
+            )
+        logger.warning("teacher check: %s; check how the context is shown to the teacher", message)
     if check.better(cfg.min_logprob_gain):
         return
     message = (

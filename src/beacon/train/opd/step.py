@@ -254,7 +254,7 @@ def opd_step(parts: OPDParts, state: TrainState) -> loop.StepOutput:
         microbatches=len(records),
         samples=take,
         extra=metrics,
-        update=loss >= cfg.min_loss,
+        update=cfg.min_loss == 0 or loss >= cfg.min_loss,
     )
 
 

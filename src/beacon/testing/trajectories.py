@@ -15,8 +15,8 @@ from typing import Any
 
 from PIL import Image, ImageDraw
 
+from beacon.agent.episode import TEXT_IMAGE_PLACEHOLDER
 from beacon.images import ImageStore
-from beacon.train.core.encode import TEXT_IMAGE_PLACEHOLDER
 from beacon.types import Segment, Trajectory
 
 _THOUGHTS = [
