@@ -93,12 +93,12 @@ def main() -> None:
 
     import torch
 
+    from beacon.testing.script_choice import synth_choices
     from beacon.train.core import loop
     from beacon.train.core.checkpoint import TrainState
     from beacon.train.core.setup import make_accelerator
     from beacon.train.grpo.config import GRPOConfig
     from beacon.train.grpo.recipe import build_parts, grpo_step, resolve_model, sync_weights
-    from beacon.testing.script_choice import synth_choices
 
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
