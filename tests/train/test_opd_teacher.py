@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -91,9 +92,7 @@ def checked(student: Path, teacher: Path, out: Path, **check: Any) -> dict[str, 
 
 
 def read_check(out: Path) -> TeacherCheck:
-    import json
-
-    return TeacherCheck.from_dict(json.loads((out / CHECK_FILE).read_text()))
+    return TeacherCheck.model_validate_json((out / CHECK_FILE).read_text())
 
 
 @pytest.mark.slow
@@ -143,20 +142,35 @@ def test_a_context_that_hurts_the_teacher_is_reported_then_refused(
 def test_accuracy_decides_first_then_the_logprob_gain() -> None:
     def check(teacher: float | None, student: float, gain: float | None) -> TeacherCheck:
         logprob = None if gain is None else -1.0
-        teacher_logprob = None if gain is None else -1.0 + gain
-        return TeacherCheck(4, 16, 4, 20, student, teacher, logprob, teacher_logprob)
+        return TeacherCheck(
+            items=4,
+            rollouts=16,
+            correct_rollouts=4,
+            correct_tokens=20,
+            student_accuracy=student,
+            teacher_accuracy=teacher,
+            student_logprob=logprob,
+            teacher_logprob=None if gain is None else -1.0 + gain,
+        )
 
     assert check(0.9, 0.25, -2.0).better(1e-3)  # stronger, though it writes answers otherwise
     assert not check(0.25, 0.9, +1.0).better(1e-3)
     assert check(0.5, 0.5, 0.01).better(1e-3) and not check(0.5, 0.5, 0.0).better(1e-3)
     assert check(None, 0.5, 0.01).better(1e-3)  # a teacher server: no accuracy of its own
     assert not check(0.0, 0.0, None).better(1e-3)  # nothing correct to score, not more accurate
-    hurts = ContextEffect(
-        10, -0.1, -0.2, coordinate_tokens=0, coordinate_base=None, coordinate_conditioned=None
-    )
-    assert hurts.hurts
-    coordinates = ContextEffect(10, -0.1, -0.05, 3, coordinate_base=-0.1, coordinate_conditioned=-1)
-    assert coordinates.hurts and not ContextEffect(10, -0.1, -0.05, 3, -0.1, -0.05).hurts
+
+    def effect(conditioned: float, coordinate: float | None) -> ContextEffect:
+        return ContextEffect(
+            tokens=10,
+            base=-0.1,
+            conditioned=conditioned,
+            coordinate_tokens=0 if coordinate is None else 3,
+            coordinate_base=None if coordinate is None else -0.1,
+            coordinate_conditioned=coordinate,
+        )
+
+    assert effect(-0.2, None).hurts and not effect(-0.05, None).hurts
+    assert effect(-0.05, -1.0).hurts and not effect(-0.05, -0.05).hurts  # coordinates alone
 
 
 def test_coordinate_tokens_are_the_digits_written_in_code(tiny_tokenizer: Any) -> None:
@@ -175,7 +189,7 @@ def test_coordinate_tokens_are_the_digits_written_in_code(tiny_tokenizer: Any) -
     from beacon.train.opd.score import supervised_positions
 
     encoded = encode_trajectory(traj, tiny_tokenizer)
-    mask = coordinate_mask(traj, encoded, tiny_tokenizer)
+    mask = coordinate_mask(traj, encoded, SimpleNamespace(tokenizer=tiny_tokenizer))
     positions = supervised_positions(encoded)
     assert mask.shape == positions.shape
     marked = [encoded.input_ids[int(t)] for t in positions[mask]]

@@ -7,7 +7,7 @@ pipeline runs end to end, not the effects.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -59,6 +59,11 @@ class DemoReVuE(_Strict):
         100, ge=1, description="SFT steps teaching the teacher to read reflections"
     )
     teacher_lr: float = Field(5e-4, gt=0, description="learning rate of that SFT")
+    teacher_check: Literal["error", "warn"] = Field(
+        "error",
+        description="a teacher no better than the student on its own rollouts (OPD's teacher "
+        "check): stop the OPD stage, or warn and distil anyway",
+    )
 
 
 class DemoEval(_Strict):
@@ -99,6 +104,7 @@ QUICK: dict[str, Any] = {
         "group_size": 2,
         "student_sft_steps": 10,
         "teacher_steps": 4,
+        "teacher_check": "warn",  # a 30-step teacher knows next to nothing
     },
     "eval": {"items": 16, "bootstrap": 100},
 }

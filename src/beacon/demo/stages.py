@@ -362,6 +362,7 @@ class DemoStages:
             {
                 "model": {"path": str(self.student_model())},
                 "teacher": {"path": str(self.teacher_model()), "context": context},
+                "teacher_check": {"on_fail": v.teacher_check},
                 "data": {"benchmark": TRAIN_BENCH, "limit": self.cfg.rl.items, "seed": RL_SEED},
                 "rollout": {
                     "group_size": v.group_size,

@@ -128,6 +128,15 @@ def my_share(indices: Sequence[int], accelerator: Any) -> list[int]:
     return list(indices[accelerator.process_index :: accelerator.num_processes])
 
 
+def gather_per_rank(accelerator: Any, local: list[Any]) -> list[list[Any]]:
+    """Every process's `local` list (picklable items), in rank order."""
+    if accelerator.num_processes == 1:
+        return [local]
+    from accelerate.utils import gather_object
+
+    return gather_object([local])
+
+
 def forward_backward(
     accelerator: Any, model: torch.nn.Module, batches: list[ModelBatch]
 ) -> StepResult:

@@ -9,12 +9,13 @@ import yaml
 from pydantic import BaseModel
 
 from beacon.config import drop_keys, flatten, identity, identity_diff, to_yaml
+from beacon.errors import UserError
 from beacon.train.core.config import OPERATIONAL_KEYS
 
 CONFIG_FILE = "config.yaml"
 
 
-class RunFolderError(ValueError):
+class RunFolderError(UserError, ValueError):
     """The run folder cannot be used with this config (exists, or was made with another one)."""
 
 

@@ -93,9 +93,7 @@ def outcomes(group: Group) -> GroupOutcomes:
 
 def gather_outcomes(acc: Any, local: list[GroupOutcomes]) -> tuple[list[GroupOutcomes], int]:
     """Every process's group outcomes in rank order, and where this process's responses start."""
-    from accelerate.utils import gather_object
-
-    per_rank = gather_object([local]) if acc.num_processes > 1 else [local]
+    per_rank = loop.gather_per_rank(acc, local)
     offset = sum(g.size for rank in per_rank[: acc.process_index] for g in rank)
     return [g for rank in per_rank for g in rank], offset
 

@@ -1,46 +1,32 @@
-"""OPD's teacher check: before step 1, is the teacher better than the student where OPD uses it,
-on the student's own rollouts?
+"""OPD's teacher check: before step 1, is the teacher better than the student on the student's
+own rollouts (docs/train.md, "The teacher check")?
 
-OPD's commonest silent failure is a teacher that is not better than the student on the
-student's own prefixes: the run then spends its compute pulling the student towards a
-distribution that knows no more than its own (a teacher equal to the student), or towards
-corrupted targets (a conditioned teacher whose context breaks what it could do without it).
-The check measures, on the pool's first `teacher_check.items` items with the step's rollout
-settings (M rollouts each, seed scope "check"):
+OPD's commonest silent failure is a teacher that knows no more than the student where OPD asks
+it (a teacher equal to the student), or a conditioned teacher whose context breaks what it could
+do without it. On the pool's first `teacher_check.items` items, M rollouts each with the step's
+settings (seed scope "check"), the check measures the accuracy of the student's rollouts and of
+the teacher's own (same seeds and scorer; in-process teachers only), and the mean log-prob per
+token (full vocabulary) of the student's verified-correct continuations under both models.
 
-1. accuracy: the student's rollouts, and the teacher's own rollouts of the same items with the
-   same seeds and the benchmark's scorer (an in-process teacher only: a teacher server scores
-   sequences, it does not generate);
-2. the mean log-prob per token (full-vocabulary normalised) of the student's verified-correct
-   continuations, every supervised token of every correct rollout, under the teacher and under
-   the student; the gain is teacher - student.
+The teacher is better when it is more accurate; at equal accuracy (or with a teacher server)
+when its log-prob gain exceeds `min_logprob_gain`. Accuracy decides first because a much
+stronger teacher can still give a weak student's correct continuations a lower log-prob than
+the student does (it writes the same answer with other tokens). With a reflection or gt teacher
+the correct continuations are also scored under the conditioned prompt against the base one,
+over all tokens and over the digits written in code (the crop coordinates a trajectory copies):
+ReVuE up-weights the positions its context moves, so a context that lowers them corrupts the
+targets it weights most. Either finding warns or stops (`on_fail`, `on_context_hurts`).
 
-The teacher is better when it is more accurate than the student; at equal accuracy (or with
-a teacher server, whose accuracy is not measured) when the gain exceeds
-`teacher_check.min_logprob_gain`. Accuracy decides first because a much stronger teacher can
-still give a weak student's correct continuations a lower log-prob than the student does (it
-writes the same answer with other tokens). A teacher that is not better stops the run before
-step 1 (`teacher_check.on_fail=error`, the default) or is logged as a warning (`warn`).
-
-With a conditioned teacher (`teacher.context` reflection or gt) the same correct continuations
-are also scored with the conditioned prompt (the critic's reflection, or the reference answer)
-and compared with the base prompt: over all their tokens, and over the tokens that copy crop
-coordinates (digits in code segments). A context that lowers either is a warning (or, with
-`teacher_check.on_context_hurts=error`, stops the run): ReVuE weights positions by how much the
-context moves them, so it would up-weight exactly those targets.
-
-The result is `teacher_check.json` in the run folder; a resumed run reads it back instead of
-measuring again, and applies the current `on_fail` to it.
+The result is `teacher_check.json`; a resumed run reads it back and applies its current settings.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
+from pydantic import BaseModel, computed_field
 
 from beacon.data.records import write_atomic
 from beacon.errors import UserError
@@ -63,10 +49,9 @@ CHECK_FILE = "teacher_check.json"
 SCOPE = "check"
 
 
-@dataclass
-class ContextEffect:
+class ContextEffect(BaseModel):
     """Mean log-prob per token of correct continuations, conditioned teacher vs base teacher,
-    over all their tokens and over the coordinate tokens (digits in code)."""
+    over all their tokens and over the coordinate tokens (None: there were none)."""
 
     tokens: int
     base: float
@@ -78,14 +63,22 @@ class ContextEffect:
     @property
     def hurts(self) -> bool:
         """The context lowers the log-prob of correct tokens, overall or on coordinates."""
-        coordinates = self.coordinate_base is not None and self.coordinate_conditioned is not None
-        return self.conditioned < self.base or (
-            coordinates and self.coordinate_conditioned < self.coordinate_base
-        )
+        if self.conditioned < self.base:
+            return True
+        before, after = self.coordinate_base, self.coordinate_conditioned
+        return before is not None and after is not None and after < before
+
+    def line(self) -> str:
+        text = f"conditioned {self.conditioned:.4f} vs base {self.base:.4f} nats/token"
+        if self.coordinate_base is not None and self.coordinate_conditioned is not None:
+            text += (
+                f", on {self.coordinate_tokens} coordinate tokens "
+                f"{self.coordinate_conditioned:.4f} vs {self.coordinate_base:.4f}"
+            )
+        return text
 
 
-@dataclass
-class TeacherCheck:
+class TeacherCheck(BaseModel):
     """What the check measured (`teacher_accuracy` None: the teacher is a scoring server)."""
 
     items: int
@@ -98,6 +91,7 @@ class TeacherCheck:
     teacher_logprob: float | None
     context: ContextEffect | None = None
 
+    @computed_field
     @property
     def logprob_gain(self) -> float | None:
         if self.student_logprob is None or self.teacher_logprob is None:
@@ -113,52 +107,38 @@ class TeacherCheck:
 
     def line(self) -> str:
         """One line for the log and the error: accuracies and log-probs side by side."""
-        teacher_acc = "n/a" if self.teacher_accuracy is None else f"{self.teacher_accuracy:.3f}"
+        teacher = "n/a" if self.teacher_accuracy is None else f"{self.teacher_accuracy:.3f}"
         text = (
-            f"accuracy teacher {teacher_acc} vs student {self.student_accuracy:.3f} on "
-            f"{self.rollouts} student rollouts of {self.items} items"
+            f"accuracy teacher {teacher} vs student {self.student_accuracy:.3f} on "
+            f"{self.rollouts} student rollouts of {self.items} items; "
         )
-        if self.logprob_gain is not None:
-            text += (
-                f"; mean log-prob of the {self.correct_tokens} tokens of {self.correct_rollouts} "
-                f"verified-correct continuations: teacher {self.teacher_logprob:.4f} vs student "
-                f"{self.student_logprob:.4f} nats/token (gain {self.logprob_gain:+.4f})"
-            )
-        else:
-            text += "; no verified-correct rollout to score"
-        return text
-
-    def to_json(self) -> str:
-        return json.dumps({**asdict(self), "logprob_gain": self.logprob_gain}, indent=2) + "\n"
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TeacherCheck:
-        data = {k: v for k, v in data.items() if k != "logprob_gain"}
-        context = data.pop("context", None)
-        return cls(**data, context=None if context is None else ContextEffect(**context))
+        if self.logprob_gain is None:
+            return text + "no verified-correct rollout to score"
+        return text + (
+            f"mean log-prob of the {self.correct_tokens} tokens of {self.correct_rollouts} "
+            f"verified-correct continuations: teacher {self.teacher_logprob:.4f} vs student "
+            f"{self.student_logprob:.4f} nats/token (gain {self.logprob_gain:+.4f})"
+        )
 
 
 def measure(parts: OPDParts, teacher_rollouts: Rollouts | None) -> TeacherCheck:
     """Run the probe (module docstring); no gradient, no optimizer step."""
-    cfg = parts.cfg
-    samples = parts.samples[: cfg.teacher_check.items]
-    slots = list(range(len(samples)))
-    distilled, _ = collect(parts, samples, slots, SCOPE)
+    samples = parts.samples[: parts.cfg.teacher_check.items]
+    distilled, _ = collect(parts, samples, list(range(len(samples))), SCOPE)
     rollouts = sum(len(d.encoded) for d in distilled)
     correct = [(d, i) for d in distilled for i, ok in enumerate(d.labels) if ok]
-    student = [_sampled(parts.student, d.encoded[i], parts) for d, i in correct]
-    teacher = [_sampled(parts.teacher, d.encoded[i], parts) for d, i in correct]
+    student = [_sampled(parts, parts.student, d, i) for d, i in correct]
+    teacher = [_sampled(parts, parts.teacher, d, i) for d, i in correct]
     teacher_accuracy = None
     if teacher_rollouts is not None:
         groups, _ = teacher_rollouts.groups(samples, SCOPE)
-        answered = sum(len(g.correct) for g in groups)
-        teacher_accuracy = sum(sum(g.correct) for g in groups) / max(answered, 1)
-    tokens = sum(t.numel() for t in student)
+        verdicts = [ok for g in groups for ok in g.correct]
+        teacher_accuracy = sum(verdicts) / max(len(verdicts), 1)
     return TeacherCheck(
         items=len(samples),
         rollouts=rollouts,
         correct_rollouts=len(correct),
-        correct_tokens=tokens,
+        correct_tokens=sum(t.numel() for t in student),
         student_accuracy=len(correct) / max(rollouts, 1),
         teacher_accuracy=teacher_accuracy,
         student_logprob=_mean(student),
@@ -167,9 +147,11 @@ def measure(parts: OPDParts, teacher_rollouts: Rollouts | None) -> TeacherCheck:
     )
 
 
-def _sampled(scorer: Any, encoded: Any, parts: OPDParts) -> torch.Tensor:
+def _sampled(parts: OPDParts, scorer: Any, d: Distilled, i: int) -> torch.Tensor:
+    """Full-vocabulary log-probs [T] of trajectory i's sampled tokens under `scorer`."""
     revue = parts.cfg.revue
-    return scorer.teacher_scores(encoded, revue.k_support, revue.chunk_size).sampled_logprob.cpu()
+    scores = scorer.teacher_scores(d.encoded[i], revue.k_support, revue.chunk_size)
+    return scores.sampled_logprob.cpu()
 
 
 def _mean(values: list[torch.Tensor]) -> float | None:
@@ -190,90 +172,83 @@ def _context_effect(
     if context == "reflection":
         submit_critic(parts, distilled, 0)  # logged in critic.jsonl as step 0
         collect_critic(distilled)
-    pairs, coordinates = [], []
-    for (d, i), plain in zip(correct, base, strict=True):
+    plain, conditioned, coordinates = [], [], []
+    for (d, i), logprobs in zip(correct, base, strict=True):
         scores = conditioned_scores(parts, d, i)
-        if scores is None or scores.num_positions != plain.numel():
-            continue
-        pairs.append((plain, scores.sampled_logprob.cpu()))
-        coordinates.append(coordinate_mask(d.group.trajectories[i], d.encoded[i], parts.tokenizer))
-    if not pairs:
+        if scores is not None and scores.num_positions == logprobs.numel():
+            plain.append(logprobs)
+            conditioned.append(scores.sampled_logprob.cpu())
+            coordinates.append(coordinate_mask(d.group.trajectories[i], d.encoded[i], parts))
+    if not plain:
         return None
-    plain = torch.cat([p for p, _ in pairs])
-    conditioned = torch.cat([c for _, c in pairs])
     mask = torch.cat(coordinates)
     return ContextEffect(
-        tokens=plain.numel(),
-        base=float(plain.double().mean()),
-        conditioned=float(conditioned.double().mean()),
+        tokens=int(mask.numel()),
+        base=_mean(plain),
+        conditioned=_mean(conditioned),
         coordinate_tokens=int(mask.sum()),
-        coordinate_base=_mean([plain[mask]]),
-        coordinate_conditioned=_mean([conditioned[mask]]),
+        coordinate_base=_mean([torch.cat(plain)[mask]]),
+        coordinate_conditioned=_mean([torch.cat(conditioned)[mask]]),
     )
 
 
-def coordinate_mask(trajectory: Trajectory, encoded: Any, tokenizer: Any) -> torch.Tensor:
+def coordinate_mask(trajectory: Trajectory, encoded: Any, parts: Any) -> torch.Tensor:
     """[T] over the supervised positions: True where the token is a digit written in a code
     segment (the crop coordinates a trajectory copies from what it saw)."""
-    flags: list[bool] = []
-    for segment in trajectory.segments:
-        code = segment.role == "generated" and segment.kind == "code"
-        for token in segment.token_ids:
-            flags.append(code and any(ch.isdigit() for ch in tokenizer.decode([token])))
-    if len(flags) != len(encoded.input_ids):  # a trajectory trained on another prompt (HGCE)
-        return torch.zeros(len(supervised_positions(encoded)), dtype=torch.bool)
-    return torch.tensor(flags, dtype=torch.bool)[supervised_positions(encoded)]
+    decode = parts.tokenizer.decode
+    flags = [
+        segment.role == "generated"
+        and segment.kind == "code"
+        and any(ch.isdigit() for ch in decode([token]))
+        for segment in trajectory.segments
+        for token in segment.token_ids
+    ]
+    positions = supervised_positions(encoded)
+    if len(flags) != len(encoded.input_ids):  # trained on another prompt than sampled (HGCE)
+        return torch.zeros(len(positions), dtype=torch.bool)
+    return torch.tensor(flags, dtype=torch.bool)[positions]
 
 
 def teacher_check(
     parts: OPDParts, cfg: TeacherCheckConfig, teacher_rollouts: Rollouts | None
 ) -> TeacherCheck | None:
-    """Measure (or read back) the check, record it, and stop or warn as `cfg.on_fail` says."""
+    """Measure (or read back) the check, record it, and stop or warn as `cfg` says."""
     if not cfg.enabled:
         return None
     path = parts.run_dir / CHECK_FILE
     if path.exists():
-        check = TeacherCheck.from_dict(json.loads(path.read_text()))
+        check = TeacherCheck.model_validate_json(path.read_text())
     else:
         check = measure(parts, teacher_rollouts)
         if parts.policy.accelerator.is_main_process:
-            write_atomic(path, check.to_json())
+            write_atomic(path, check.model_dump_json(indent=2) + "\n")
     logger.info("teacher check: %s", check.line())
-    _apply(check, cfg)
+    if check.context is not None and check.context.hurts:
+        _fail(
+            f"the teacher's context lowers its log-prob of correct continuations "
+            f"({check.context.line()}); ReVuE's weights would favour those targets",
+            "teacher_check.on_context_hurts",
+            cfg.on_context_hurts,
+            "Teach the teacher to read its context, or distil with teacher.context=base",
+        )
+    if not check.better(cfg.min_logprob_gain):
+        _fail(
+            f"the teacher is not better than the student on the student's own rollouts "
+            f"({check.line()}); OPD would pull the student towards a teacher that knows no "
+            "more than it does",
+            "teacher_check.on_fail",
+            cfg.on_fail,
+            "Use a stronger teacher (teacher.path)",
+        )
     return check
 
 
-def _apply(check: TeacherCheck, cfg: TeacherCheckConfig) -> None:
-    effect = check.context
-    if effect is not None and effect.hurts:
-        coordinates = (
-            ""
-            if effect.coordinate_base is None or effect.coordinate_conditioned is None
-            else f", on {effect.coordinate_tokens} coordinate tokens "
-            f"{effect.coordinate_conditioned:.4f} vs {effect.coordinate_base:.4f}"
-        )
-        message = (
-            "the teacher's context lowers its log-prob of correct continuations (conditioned "
-            f"{effect.conditioned:.4f} vs base {effect.base:.4f} nats/token{coordinates}); "
-            "ReVuE's weights would favour those targets"
-        )
-        if cfg.on_context_hurts == "error":
-            raise UserError(
-                f"{message}. Teach the teacher to read its context, distil with "
-                "teacher.context=base, or train anyway with --resume --set "
-                "teacher_check.on_context_hurts=warn"
-            )
-        logger.warning("teacher check: %s; check how the context is shown to the teacher", message)
-    if check.better(cfg.min_logprob_gain):
-        return
-    message = (
-        f"the teacher is not better than the student on the student's own rollouts ({check.line()}"
-        f"); OPD would pull the student towards a teacher that knows no more than it does"
-    )
-    if cfg.on_fail == "warn":
-        logger.warning("teacher check: %s (teacher_check.on_fail=warn: training anyway)", message)
+def _fail(problem: str, setting: str, mode: str, fix: str) -> None:
+    """Stop with `problem` and how to go on, or (mode `warn`) log it and go on."""
+    if mode == "warn":
+        logger.warning("teacher check: %s (%s=warn: training anyway)", problem, setting)
         return
     raise UserError(
-        f"{message}. Use a stronger teacher (teacher.path), or train anyway with --resume "
-        "--set teacher_check.on_fail=warn (the result is in teacher_check.json)"
+        f"{problem}. {fix}, or train anyway with --resume --set {setting}=warn (the measurement "
+        f"is in {CHECK_FILE})"
     )

@@ -42,7 +42,6 @@ from beacon.revue import (
     build_critic_request,
     check_and_assemble,
     coverage_counts,
-    group_kind,
     impact_sparsity,
     observed_states,
     reflection_text,
@@ -237,13 +236,14 @@ def opd_step(parts: OPDParts, state: TrainState) -> loop.StepOutput:
             (loss / retained).backward()
             records.append(record)
     all_reduce_gradients(acc, parts.policy.model)
-    records = _gather(acc, records)
-    groups = _gather(acc, [_group_record(d, uses_critic) for d in distilled])
-    failed = _gather(acc, [sum(stats.failed.values())])
+    records = [r for rank in loop.gather_per_rank(acc, records) for r in rank]
+    local_groups = [_group_record(d, uses_critic) for d in distilled]
+    groups = [g for rank in loop.gather_per_rank(acc, local_groups) for g in rank]
+    failed = acc.reduce(torch.tensor([sum(stats.failed.values())], device=acc.device), "sum")
     if acc.is_main_process:
         _append(parts.run_dir / REVUE_LOG, sorted(records, key=lambda r: (r["group"], r["slot"])))
     metrics = step_metrics(records, groups, uses_critic)
-    metrics["rollout/failed"] = sum(failed)
+    metrics["rollout/failed"] = int(failed[0])
     loss = metrics.pop("loss")
     return loop.StepOutput(
         loss=loss,
@@ -293,7 +293,6 @@ def _group_record(d: Distilled, uses_critic: bool) -> dict[str, Any]:
     out: dict[str, Any] = {
         "size": len(d.encoded),
         "correct": sum(d.labels),
-        "kind": group_kind(d.labels),
         "tool_calls": sum(len(t.tool_calls) for t in d.group.trajectories),
         "used_tool": sum(bool(t.tool_calls) for t in d.group.trajectories),
         "generated_tokens": sum(t.response_tokens for t in d.group.trajectories),
@@ -353,15 +352,6 @@ def all_reduce_gradients(accelerator: Any, model: torch.nn.Module) -> None:
     for p in params:
         p.grad = flat[offset : offset + p.numel()].view_as(p).clone()
         offset += p.numel()
-
-
-def _gather(accelerator: Any, items: list[Any]) -> list[Any]:
-    """Every process's `items`, in rank order."""
-    if accelerator.num_processes == 1:
-        return items
-    from accelerate.utils import gather_object
-
-    return list(gather_object(items))
 
 
 def _append(path: Path, records: list[dict[str, Any]]) -> None:
