@@ -19,7 +19,14 @@ from tests.hostile import make_fifo
 from beacon.benchmarks import get_benchmark
 from beacon.benchmarks.tables import ZipImages
 
-from .local_copies import DATA, build_babyvision, build_gameqa, build_visulogic, build_vstar
+from .local_copies import (
+    DATA,
+    build_babyvision,
+    build_gameqa,
+    build_visulogic,
+    build_vstar,
+    png,
+)
 
 SECRET = {"target_object": ["private key"], "bbox": [[1, 2, 3, 4]], "token": "hunter2"}
 
@@ -116,7 +123,8 @@ def test_a_zip_member_over_the_cap_is_refused_before_it_is_unpacked(
     tmp_path: Path, monkeypatch
 ) -> None:
     root = build_visulogic(tmp_path)
-    with zipfile.ZipFile(root / "images.zip", "a", zipfile.ZIP_DEFLATED) as archive:
+    with zipfile.ZipFile(root / "images.zip", "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("images/00000.png", png())
         archive.writestr("images/00001.png", b"\0" * (4 << 20))  # a 4 KB member of 4 MiB
     monkeypatch.setattr(ZipImages, "max_bytes", 1 << 20)
     bench = get_benchmark("visulogic")
