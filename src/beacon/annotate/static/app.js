@@ -119,7 +119,7 @@ function sendPendingNote() {
   const saved = state.labels[row.id];
   if ((saved ? saved.note || "" : "") === $("note").value) return;
   const body = { id: row.id, stage: saved ? saved.stage : null, note: $("note").value, annotator: annotator() };
-  write("api/labels", body, { keepalive: true }).catch(() => {});
+  write("api/labels", body, { keepalive: true }).catch(() => {}); // the page is gone: nowhere to say so
 }
 
 // --------------------------------------------------------------- filters
