@@ -382,3 +382,30 @@ def test_identity_diff_names_changed_added_and_removed_keys():
 def test_load_config_refuses_a_non_model():
     with pytest.raises(TypeError, match="pydantic model"):
         load_config(dict)  # type: ignore[type-var]
+
+
+def alias_bomb(levels: int, width: int = 10) -> list[str]:
+    """YAML items `&l0 [lol x width]`, then `&lk [*l(k-1) x width]`: `width**levels` values."""
+    items = ["&l0 [" + ", ".join(["lol"] * width) + "]"]
+    items += [f"&l{k} [" + ", ".join([f"*l{k - 1}"] * width) + "]" for k in range(1, levels)]
+    return items
+
+
+def test_an_alias_bomb_is_refused_before_anything_expands_it(tmp_path):
+    """1 KB of nested aliases stands for 10^6 values here (10^9 a few lines on): refused when the
+    file is read, before validation or the error printer walk the tree."""
+    text = "".join(f"b{k}: {item}\n" for k, item in enumerate(alias_bomb(6))) + "seed: *l5\n"
+    assert len(text) < 1024
+    with pytest.raises(ConfigError) as info:
+        load_config(TrainConfig, path=write(tmp_path, text))
+    (problem,) = info.value.problems
+    assert problem.startswith("not valid YAML: its aliases expand to more than 100000 values")
+    with pytest.raises(ConfigError, match="alias bomb"):
+        parse_overrides(["scales=[" + ", ".join(alias_bomb(6)) + "]"])
+
+
+def test_a_few_aliases_and_no_recursive_one(tmp_path):
+    text = "boxes: [&b [1, 2], *b]\n"
+    assert load(path=write(tmp_path, text)).boxes == [[1, 2], [1, 2]]
+    with pytest.raises(ConfigError, match="refers to the node that holds it"):
+        load(path=write(tmp_path, "boxes: &b [*b]\n"))

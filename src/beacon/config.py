@@ -26,6 +26,9 @@ Works for any pydantic model. Semantics worth knowing:
    path, together with every type problem.
 6. Files under ``configs/`` name their model on the first line,
    ``# config: beacon.eval.config:EvalConfig`` (read by :func:`config_class_for`).
+7. A document whose ``&anchor`` / ``*alias`` pairs expand to more than ``MAX_YAML_VALUES``
+   values is refused as invalid YAML: 1 KB of nested aliases can stand for 10^9 values, which
+   every later step that walks the tree (validation, the error printer) would write out.
 """
 
 from __future__ import annotations
@@ -73,8 +76,54 @@ _BOUNDS = {  # pydantic error type -> (comparison, its ctx key), for Field(ge=..
 }
 
 
+MAX_YAML_VALUES = 100_000
+"""Cap on the values a config document holds once its aliases are expanded (point 7)."""
+
+
 class _Loader(yaml.SafeLoader):
-    """SafeLoader that also reads ``1e-5`` as a float (YAML 1.2) instead of a string."""
+    """SafeLoader that also reads ``1e-5`` as a float (YAML 1.2) instead of a string, and refuses
+    a document whose aliases expand past ``MAX_YAML_VALUES`` values, or refer to themselves."""
+
+    def get_single_node(self) -> yaml.Node | None:
+        node = super().get_single_node()
+        if node is not None:
+            _expanded_size(node, {}, set())
+        return node
+
+
+def _expanded_size(node: yaml.Node, sizes: dict[int, int], open_: set[int]) -> int:
+    """Values in ``node`` with every alias written out, counted over the shared node graph (each
+    node once, so a billion-laughs document costs its own size to check, not its expansion)."""
+    key = id(node)
+    if key in sizes:
+        return sizes[key]
+    if key in open_:
+        raise yaml.composer.ComposerError(
+            None, None, "an alias refers to the node that holds it (a recursive config)",
+            node.start_mark,
+        )  # fmt: skip
+    open_.add(key)
+    children: list[yaml.Node] = []
+    if isinstance(node, yaml.SequenceNode):
+        children = node.value
+    elif isinstance(node, yaml.MappingNode):
+        children = [part for pair in node.value for part in pair]
+    size = 1 + sum(_expanded_size(child, sizes, open_) for child in children)
+    open_.discard(key)
+    if size > MAX_YAML_VALUES:
+        raise yaml.composer.ComposerError(
+            None, None,
+            f"its aliases expand to more than {MAX_YAML_VALUES} values (an alias bomb?); write "
+            "the values out instead of repeating them through &anchors and *aliases",
+            node.start_mark,
+        )  # fmt: skip
+    sizes[key] = size
+    return size
+
+
+def load_yaml(text: str) -> Any:
+    """YAML text as data, the way config files and ``--set`` values are read (``_Loader``)."""
+    return yaml.load(text, Loader=_Loader)
 
 
 class _Dumper(yaml.SafeDumper):
@@ -254,7 +303,7 @@ def drop_keys(flat: Mapping[str, Any], keys: Iterable[str]) -> dict[str, Any]:
 
 def _read_yaml(path: Path, cls: type) -> dict:
     try:
-        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)
+        raw = load_yaml(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(["file not found"], str(path)) from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -280,7 +329,7 @@ def _parse_overrides(overrides: Sequence[str], problems: list[str]) -> list[Over
             )
             continue
         try:
-            parsed.append(Override(keys, text.strip(), yaml.load(text, Loader=_Loader)))
+            parsed.append(Override(keys, text.strip(), load_yaml(text)))
         except yaml.YAMLError as exc:
             problems.append(f"--set {item}: value is not valid YAML ({str(exc).splitlines()[0]})")
     return parsed

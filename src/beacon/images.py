@@ -23,6 +23,7 @@ import numpy as np
 from isal import isal_zlib
 from PIL import Image
 
+from beacon.files import FileRefused, read_file
 from beacon.types import ImageSource
 
 T = TypeVar("T")
@@ -66,6 +67,8 @@ def load_image(source: ImageSource, max_pixels: int = MAX_IMAGE_PIXELS) -> Image
 
 
 def _read_bytes(source: str | Path | bytes) -> bytes:
+    """Raw bytes as they are, a path through `read_file` (a regular file, size-capped: a path may
+    come from a dataset row or a client), else a long string as base64."""
     if isinstance(source, bytes):
         return source
     text = str(source)
@@ -75,9 +78,9 @@ def _read_bytes(source: str | Path | bytes) -> bytes:
         except ValueError as exc:
             raise ImageError("string is neither an existing path nor valid base64") from exc
     try:
-        return Path(text).read_bytes()
-    except OSError as exc:
-        raise ImageError(f"cannot read image file {text!r}: {exc.strerror}") from exc
+        return read_file(text)
+    except FileRefused as exc:
+        raise ImageError(f"cannot read image file {text!r}: {exc}") from exc
 
 
 def encode_png(

@@ -11,6 +11,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator
+from html import escape
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,7 @@ ARGS = [
     "--disable-component-update",
     "--disable-sync",
     "--no-first-run",
+    "--host-resolver-rules=MAP rebind.test 127.0.0.1",  # a DNS rebinding, for one test
 ]
 if shutil.which(CHROMIUM) is None:
     pytest.skip(
@@ -189,3 +191,39 @@ def test_filters_and_navigation(browser, served) -> None:
     page.keyboard.press("u")  # next unlabelled skips the labelled rollout
     assert page.evaluate("location.hash") != ""
     assert page.locator(".seg.obs img").count() == 1  # the sandbox's image is shown
+
+
+ATTACKER = """<!doctype html><html><body>
+<form id="f" method="POST" enctype="text/plain" action="{url}api/import">
+<input name="{name}" value="{value}"></form>
+<script>
+fetch("{url}api/labels", {{method: "POST", mode: "no-cors",
+  body: new Blob(['{{"id": "synth/0/tool/0", "stage": "OTHER", "annotator": "tester"}}'])}})
+  .finally(() => document.getElementById("f").submit());
+</script></body></html>"""
+
+
+def test_a_cross_site_page_cannot_write_labels(browser, served) -> None:
+    """Another site's form (text/plain: no preflight) posts an export line with a forged label,
+    `name=value` making it valid JSON, and a no-cors fetch posts a label: nothing is saved."""
+    url, session = served
+    theirs = rows_of(session.file)[0]
+    theirs["label"] = {"stage": "OTHER", "note": "forged", "annotator": "tester"}
+    line = json.dumps(theirs)[:-1] + ', "pad": "'  # the form adds '=' and the value '"}'
+    html = ATTACKER.format(url=url, name=escape(line), value=escape('"}'))
+    page = browser.new_context().new_page()
+    page.route("http://attacker.test/", lambda r: r.fulfill(body=html, content_type="text/html"))
+    with page.expect_response(lambda r: r.url.endswith("api/import")) as posted:
+        page.goto("http://attacker.test/")
+    assert posted.value.status == 415
+    assert session.log.entries() == []
+
+
+def test_a_rebound_host_name_gets_nothing(browser, served) -> None:
+    """DNS rebinding: rebind.test now resolves to 127.0.0.1, so its pages could read the rows."""
+    url, _ = served
+    port = url.rstrip("/").rsplit(":", 1)[1]
+    page = browser.new_context().new_page()
+    response = page.goto(f"http://rebind.test:{port}/api/rows")
+    assert response.status == 400 and "synth/0/tool/0" not in page.content()
+    assert "--allowed-host" in page.content()

@@ -97,6 +97,27 @@ def test_bad_inputs_name_the_fix(tmp_path: Path) -> None:
         sample_run(tmp_path / "run", tmp_path / "s.jsonl", critic_path=bad)
 
 
+def test_a_crafted_image_key_neither_reads_nor_writes_outside_the_stores(
+    tmp_path: Path, caplog
+) -> None:
+    """Image keys come from the run's trajectories.jsonl: a `../` key is left out, not copied
+    from outside the run's store (tmp/x/) to outside the sample's (tmp/set/x/)."""
+    make_run(tmp_path / "run", per_type=1)
+    key = "../x/secret"
+    secret = ImageStore(tmp_path / "run" / "images").path(key).resolve()
+    assert secret == tmp_path / "x" / "secret.png"
+    secret.parent.mkdir()
+    secret.write_bytes(b"not yours")
+    lines = (tmp_path / "run" / "trajectories.jsonl").read_text()
+    crop = json.loads(lines.splitlines()[0])["trajectory"]["segments"][3]["images"][0]
+    (tmp_path / "run" / "trajectories.jsonl").write_text(lines.replace(crop, key))
+    out = tmp_path / "set" / "deeper" / "sample.jsonl"
+    sample_run(tmp_path / "run", out, per_group_type=1)
+    target = ImageStore(out.parent / "images").path(key).resolve()
+    assert target == tmp_path / "set" / "x" / "secret.png" and not target.parent.exists()
+    assert "outside the dataset root" in caplog.text
+
+
 def test_question_from_prompt() -> None:
     prompt = (
         "<|im_start|>system\nTools...<|im_end|>\n<|im_start|>user\n<|vision_start|><|image_pad|>"

@@ -53,3 +53,12 @@ def test_cli_reports_config_problems_before_loading_a_model():
     result = CliRunner().invoke(app, ["data", "difficulty", "--set", "difficulty.kk=1"])
     assert result.exit_code == 2
     assert "difficulty.kk" in result.output
+
+
+def test_an_alias_bomb_is_refused_with_the_file_named(tmp_path):
+    levels = ["&l0 [" + ", ".join(["lol"] * 10) + "]"]
+    levels += [f"&l{k} [" + ", ".join([f"*l{k - 1}"] * 10) + "]" for k in range(1, 6)]
+    path = tmp_path / "bomb.yaml"
+    path.write_text("".join(f"b{k}: {item}\n" for k, item in enumerate(levels)))
+    with pytest.raises(DataConfigError, match=r"bomb.yaml: not valid YAML: its aliases expand"):
+        load_data_config(path)

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 
+import pytest
 from PIL import Image
+from tests.hostile import make_dev_zero, make_fifo
 
 from beacon.data.thyme import import_thyme
 from beacon.images import ImageStore, image_key
@@ -109,3 +112,26 @@ def test_messages_shape_and_dropped_rows_are_counted(tmp_path):
     }
     traj = Trajectory.from_json((tmp_path / "out" / "trajectories.jsonl").read_text())
     assert traj.segments[0].text.startswith("system: You are a helpful assistant.\nuser: <image>")
+
+
+@pytest.mark.timeout(60)
+def test_images_are_read_only_as_regular_files_under_the_root(tmp_path):
+    """`../`, a symlink out of the root, a FIFO (would block the import forever) and a device
+    that reads as endless zeros (MemoryError) each drop their row, counted; the rest import."""
+    root = tmp_path / "thyme"
+    root.mkdir()
+    write_images(root)
+    (tmp_path / "outside.png").write_bytes((root / "imgs" / "17127.png").read_bytes())
+    os.symlink(tmp_path / "outside.png", root / "imgs" / "link.png")
+    make_fifo(root / "imgs" / "fifo.png")
+    make_dev_zero(root / "imgs" / "zero.png")
+    crop = "imgs/17127_crop.png"
+    firsts = ["imgs/fifo.png", "imgs/zero.png", "../outside.png", "imgs/link.png", "imgs/17127.png"]
+    rows = [
+        {"image": [first, crop], "question": QUESTION, "response": RESPONSE} for first in firsts
+    ]
+    source = root / "thyme.jsonl"
+    source.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    summary = import_thyme(source, tmp_path / "out", image_root=root)
+    assert summary.kept == 1
+    assert summary.dropped == {"image_not_regular_file": 2, "image_outside_root": 2}

@@ -56,6 +56,12 @@ def serve_command(
         "127.0.0.1", "--host", help="Interface to listen on; anything else exposes the data."
     ),
     port: int = typer.Option(8765, "--port", help="Port; 0 picks a free one."),
+    allowed_host: list[str] = typer.Option(
+        [],
+        "--allowed-host",
+        help="Another name the page is opened by (repeatable); only the bound address and its "
+        "localhost aliases are answered otherwise.",
+    ),
     browser: bool = typer.Option(True, "--browser/--no-browser", help="Open the page."),
 ) -> None:
     """Open the labelling page for FILE; labels are saved as they are made."""
@@ -63,7 +69,7 @@ def serve_command(
 
     from beacon.annotate.labels import LabelLog
     from beacon.annotate.records import AnnotationFileError, load_rows
-    from beacon.annotate.server import Session, bind, create_app, url_of
+    from beacon.annotate.server import Session, allowed_hosts, bind, create_app, url_of
 
     try:
         rows = load_rows(file)
@@ -84,7 +90,8 @@ def serve_command(
         import webbrowser
 
         webbrowser.open(url)
-    config = uvicorn.Config(create_app(session), log_level="warning")
+    app = create_app(session, allowed_hosts(host, allowed_host))
+    config = uvicorn.Config(app, log_level="warning")
     uvicorn.Server(config).run(sockets=[sock])
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from beacon.eval.records import SAMPLES_FILE, TRAJECTORIES_FILE, read_jsonl
+from beacon.files import FileRefused, path_under
 from beacon.images import ImageStore
 from beacon.types import Trajectory
 
@@ -174,8 +175,15 @@ def _trajectories(run_dir: Path, keys: set[str]) -> dict[str, Trajectory]:
 
 
 def _copy_images(trajectory: Trajectory, source: ImageStore, target: ImageStore) -> None:
+    """Copy the trajectory's stored images; a key whose file would lie outside either store (a
+    crafted `../` key: a read and a write anywhere) or is no regular file is left out, logged."""
     for key in {k for s in trajectory.segments for k in s.images}:
-        src, dst = source.path(key), target.path(key)
+        try:
+            src = path_under(source.path(key), source.root)
+            dst = path_under(target.path(key), target.root)
+        except FileRefused as exc:
+            logger.warning("image key %r of %s left out: %s", key, trajectory.sample_id, exc)
+            continue
         if src.exists() and not dst.exists():
             dst.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(src, dst)

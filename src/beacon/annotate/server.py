@@ -1,25 +1,39 @@
 """The annotation page's server: rows and images out, labels in, JSONL import and export.
 
 A FastAPI app over one annotation JSONL (docs/annotate.md). The page is plain HTML/CSS/JS from
-`static/`; there is no build step. Labels go to a `LabelLog` as they are made. The server binds
-to 127.0.0.1 unless told otherwise: it serves the rollouts' images and text to anyone who can
-reach it, and it has no authentication.
+`static/`; there is no build step. Labels go to a `LabelLog` as they are made.
 
-Images are served only by index into the table built at start-up (the rows' original images and
-the trajectories' ImageStore keys), so no request can name a path.
+What it trusts (DESIGN.md "Servers and trust"): nobody but the page it served.
+- It binds to 127.0.0.1 unless told otherwise, and answers only requests whose `Host` is its
+  bound address, a localhost alias of it, or a name passed with `--allowed-host`: a web page
+  that rebinds its own name to 127.0.0.1 (DNS rebinding) gets 400, not the rows.
+- Every page load gets a fresh random token in the HTML; a write (`POST /api/labels`,
+  `/api/import`) must carry it in `X-Beacon-Token` and be `application/json`, else 403 / 415.
+  A cross-site form or `fetch` can neither read the token nor send JSON without a preflight
+  this server never approves, so it cannot overwrite an annotator's labels.
+- Images are served only by index into the table built at start-up (the rows' original images
+  and the trajectories' ImageStore keys), and only files under the annotation file's folder or
+  `--image-root` that are regular files; no request can name a path.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
+import re
+import secrets
 import socket
+import threading
+import urllib.parse
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fastapi import Body, FastAPI, HTTPException, Request
-from fastapi.responses import FileResponse, PlainTextResponse, Response
+from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi.responses import FileResponse, HTMLResponse, PlainTextResponse, Response
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -32,12 +46,18 @@ from beacon.annotate.records import (
     Label,
     parse_rows,
 )
+from beacon.files import FileRefused, path_under
 from beacon.images import ImageStore
 
 logger = logging.getLogger(__name__)
 
 STATIC = Path(__file__).parent / "static"
 DEFAULT_HOST = "127.0.0.1"
+TOKEN_HEADER = "X-Beacon-Token"
+_TOKEN_SLOT = "__BEACON_TOKEN__"  # in index.html's <meta name="beacon-token">
+_LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+_WILDCARD = frozenset({"", "0.0.0.0", "::"})
+_UNSAFE_NAME = re.compile(r"[^A-Za-z0-9_-]+")
 
 
 class LabelIn(BaseModel):
@@ -50,10 +70,23 @@ class LabelIn(BaseModel):
     annotator: str = Field("", description="Who labels; empty means the server's default.")
 
 
+class ImportIn(BaseModel):
+    """An exported JSONL of this file, as the page posts it."""
+
+    model_config = ConfigDict(extra="forbid")
+    text: str = Field(description="The JSONL text.")
+    annotator: str = Field("", description="Whose labels unnamed ones become; empty: default.")
+
+
 @dataclass
 class ImageTable:
-    """Paths the server may serve, by index; `add` returns the index a page URL uses."""
+    """Paths the server may serve, by index; `add` returns the index a page URL uses.
 
+    Only regular files under one of `roots` are served (`beacon.files.path_under`); any other
+    path a row names shows as missing.
+    """
+
+    roots: list[Path]
     paths: list[Path] = field(default_factory=list)
     _index: dict[Path, int] = field(default_factory=dict)
 
@@ -62,7 +95,37 @@ class ImageTable:
         if path not in self._index:
             self._index[path] = len(self.paths)
             self.paths.append(path)
-        return {"url": f"api/images/{self._index[path]}", "name": path.name, "ok": path.exists()}
+        url = f"api/images/{self._index[path]}"
+        return {"url": url, "name": path.name, "ok": self.servable(path)}
+
+    def servable(self, path: Path) -> bool:
+        for root in self.roots:
+            try:
+                return path_under(path, root).is_file()
+            except FileRefused:
+                continue
+        return False
+
+
+class PageTokens:
+    """The write tokens handed out with page loads, the newest `keep` of them (one per tab)."""
+
+    def __init__(self, keep: int = 1024) -> None:
+        self._tokens: OrderedDict[str, None] = OrderedDict()
+        self._keep = keep
+        self._lock = threading.Lock()
+
+    def issue(self) -> str:
+        token = secrets.token_urlsafe(32)
+        with self._lock:
+            self._tokens[token] = None
+            while len(self._tokens) > self._keep:
+                self._tokens.popitem(last=False)
+        return token
+
+    def valid(self, token: str | None) -> bool:
+        with self._lock:
+            return token is not None and token in self._tokens
 
 
 @dataclass
@@ -74,10 +137,12 @@ class Session:
     log: LabelLog
     annotator: str
     image_root: Path | None = None
-    images: ImageTable = field(default_factory=ImageTable)
+    images: ImageTable = field(init=False)
     views: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        roots = [self.file.parent, *([self.image_root] if self.image_root else [])]
+        self.images = ImageTable(roots)
         self.by_id = {row.id: row for row in self.rows}
         self.views = [self._view(row) for row in self.rows]
 
@@ -170,13 +235,79 @@ def _json_line(data: dict[str, Any]) -> str:
     return json.dumps(data, ensure_ascii=False) + "\n"
 
 
-def create_app(session: Session) -> FastAPI:
-    """The FastAPI app of one annotation session."""
+def allowed_hosts(bound: str, extra: Iterable[str] = ()) -> frozenset[str]:
+    """The `Host` names the page answers to: the bound address, its localhost aliases (all of
+    them for a loopback or wildcard address, and this machine's names for a wildcard), and
+    `extra` (`--allowed-host`)."""
+    bound = bound.strip("[]").lower()
+    names = {bound}
+    if bound in _LOOPBACK or bound in _WILDCARD or _is_loopback(bound):
+        names |= _LOOPBACK
+    if bound in _WILDCARD:
+        names |= {socket.gethostname().lower(), socket.getfqdn().lower()}
+    return frozenset(names | {name.strip("[]").lower() for name in extra}) - _WILDCARD
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _host_name(header: str) -> str | None:
+    """The name in a `Host` header ("[::1]:8765" -> "::1"), lowercased; None if malformed."""
+    try:
+        return urllib.parse.urlsplit(f"//{header}").hostname
+    except ValueError:
+        return None
+
+
+def download_name(stem: str, annotator: str) -> str:
+    """`STEM.ANNOTATOR.labelled.jsonl` with each part cut to letters, digits, `_` and `-` (at
+    most 64): the annotator name is typed into the page, and the name goes into a header."""
+    parts = [_UNSAFE_NAME.sub("_", part).strip("_")[:64] or "_" for part in (stem, annotator)]
+    return ".".join([*parts, "labelled", "jsonl"])
+
+
+def create_app(session: Session, hosts: Iterable[str] | None = None) -> FastAPI:
+    """The FastAPI app of one annotation session, answering the `Host` names in `hosts` only
+    (default: `allowed_hosts("127.0.0.1")`)."""
     app = FastAPI(title="Beacon annotation", docs_url=None, redoc_url=None)
+    hosts = allowed_hosts(DEFAULT_HOST) if hosts is None else frozenset(hosts)
+    tokens = PageTokens()
+    page = (STATIC / "index.html").read_text(encoding="utf-8")
+
+    @app.middleware("http")
+    async def check_host(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        header = request.headers.get("host", "")
+        if _host_name(header) not in hosts:
+            return PlainTextResponse(
+                f"Host {header!r} is not an address of this page ({', '.join(sorted(hosts))}); "
+                "open it by one of those, or start `beacon annotate` with --allowed-host NAME "
+                "for the name you use.",
+                status_code=400,
+            )
+        return await call_next(request)
+
+    def writer(request: Request) -> None:
+        """A write comes from a page this server served: JSON, with that page's token."""
+        media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if media != "application/json":
+            raise HTTPException(415, "writes are JSON only: send Content-Type: application/json")
+        if not tokens.valid(request.headers.get(TOKEN_HEADER)):
+            raise HTTPException(
+                403,
+                f"no valid {TOKEN_HEADER}: writes come only from the page this server served; "
+                "reload the page (a restarted server issues new tokens)",
+            )
 
     @app.get("/", include_in_schema=False)
-    def index() -> FileResponse:
-        return FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-store"})
+    def index() -> HTMLResponse:
+        html = page.replace(_TOKEN_SLOT, tokens.issue())
+        return HTMLResponse(html, headers={"Cache-Control": "no-store"})
 
     @app.get("/api/rows")
     def rows() -> dict[str, Any]:
@@ -191,7 +322,7 @@ def create_app(session: Session) -> FastAPI:
     def labels(annotator: str = "") -> dict[str, Any]:
         return {"labels": session.labels(annotator or session.annotator)}
 
-    @app.post("/api/labels")
+    @app.post("/api/labels", dependencies=[Depends(writer)])
     def save_label(label: LabelIn) -> dict[str, Any]:
         if label.id not in session.by_id:
             raise HTTPException(404, f"no rollout with id {label.id!r} in {session.file.name}")
@@ -203,25 +334,26 @@ def create_app(session: Session) -> FastAPI:
 
     @app.get("/api/images/{index}", include_in_schema=False)
     def image(index: int) -> FileResponse:
-        if not 0 <= index < len(session.images.paths) or not session.images.paths[index].exists():
+        images = session.images
+        if not 0 <= index < len(images.paths) or not images.servable(images.paths[index]):
             raise HTTPException(404, "image not found")
-        return FileResponse(session.images.paths[index])
+        return FileResponse(images.paths[index])
 
     @app.get("/api/export")
     def export(annotator: str = "") -> Response:
         who = annotator or session.annotator
-        name = f"{session.file.stem}.{who}.labelled.jsonl"
+        name = download_name(session.file.stem, who)
         return PlainTextResponse(
             session.export(who),
             media_type="application/x-ndjson",
             headers={"Content-Disposition": f'attachment; filename="{name}"'},
         )
 
-    @app.post("/api/import")
-    def import_labels(request: Request, text: str = Body(..., media_type="text/plain")) -> dict:
-        who = request.query_params.get("annotator") or session.annotator
+    @app.post("/api/import", dependencies=[Depends(writer)])
+    def import_labels(body: ImportIn) -> dict[str, int]:
+        who = body.annotator.strip() or session.annotator
         try:
-            return {"imported": session.import_text(text, who)}
+            return {"imported": session.import_text(body.text, who)}
         except AnnotationFileError as exc:
             raise HTTPException(400, str(exc)) from exc
 

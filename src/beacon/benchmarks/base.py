@@ -10,6 +10,11 @@ aggregates) has defaults that most benchmarks keep. Registration follows lm-eval
 reads the hub dataset through `datasets.load_dataset` (hub name + pinned revision). Images are
 kept as they come (encoded bytes, file paths); nothing is decoded while loading, so a
 multi-gigabyte benchmark streams in constant memory.
+
+A row is data, and a path in it names a file on this machine: every image path must resolve
+under the dataset root (`data_root`) and be a regular file, or the row is skipped; rows that a
+loader refuses (`BadRow`, `beacon.files.FileRefused`) are skipped and counted by reason in
+`skipped`, logged once per reason and in total, never a dead load.
 """
 
 from __future__ import annotations
@@ -17,12 +22,21 @@ from __future__ import annotations
 import difflib
 import logging
 import random
-from collections.abc import Iterable, Iterator, Mapping
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
 from beacon.benchmarks.options import format_options, shuffle_options
-from beacon.benchmarks.tables import hub_rows, read_table
+from beacon.benchmarks.tables import (
+    BadRow,
+    dataset_root,
+    hub_rows,
+    hub_snapshot,
+    read_table,
+    with_fields,
+)
+from beacon.files import FileRefused, path_under
 from beacon.types import Sample
 
 logger = logging.getLogger(__name__)
@@ -50,6 +64,9 @@ class Benchmark:
     image_columns: ClassVar[tuple[str, ...]] = ("image",)  # hub columns to keep undecoded
     sampled: ClassVar[bool] = False  # `limit` draws a seeded subset instead of the first rows
 
+    def __init__(self) -> None:
+        self.skipped: Counter[str] = Counter()  # rows the last `load` skipped, by reason
+
     def load(
         self, path: str | Path | None = None, limit: int | None = None, seed: int = 0
     ) -> Iterator[Sample]:
@@ -62,22 +79,49 @@ class Benchmark:
         """
         if limit is not None and limit < 0:
             raise ValueError(f"limit={limit} is negative; pass None for all samples or N >= 0")
-        rows = self.read_local(Path(path)) if path is not None else self.read_hub()
+        if path is not None:
+            root: Path | None = self.data_root(Path(path))
+            rows = self.read_local(Path(path))
+        else:
+            root, rows = None, self.read_hub()
         positioned: Iterable[tuple[int, Row]] = enumerate(rows)
         if self.sampled and limit is not None:
             positioned = seeded_subset(list(positioned), limit, seed)
+        self.skipped = Counter()
         count = 0
-        for position, row in positioned:
-            if limit is not None and count >= limit:
-                return
-            sample = self.to_sample({"_row": position, **row})
-            if sample is None:
-                continue
-            sample.benchmark = self.name
-            if self.shuffle and sample.options:
-                sample = shuffle_options(sample, seed)
-            count += 1
-            yield sample
+        try:
+            for position, row in positioned:
+                if limit is not None and count >= limit:
+                    return
+                sample = self._sample({"_row": position, "_root": root, **row})
+                if sample is None:
+                    continue
+                sample.benchmark = self.name
+                if self.shuffle and sample.options:
+                    sample = shuffle_options(sample, seed)
+                count += 1
+                yield sample
+        finally:
+            if self.skipped:
+                reasons = ", ".join(f"{n} {why}" for why, n in sorted(self.skipped.items()))
+                logger.warning("%s: skipped %d rows (%s)", self.name, self.skipped.total(), reasons)
+
+    def _sample(self, row: Row) -> Sample | None:
+        """`to_sample(row)` with its image paths checked under the row's `_root`; a refused row
+        is counted in `skipped` (the first of each reason logged with its message) and gives None.
+        """
+        try:
+            sample = self.to_sample(row)
+            if sample is not None:
+                for image in sample.images:
+                    if isinstance(image, Path):
+                        _image_under(image, row.get("_root"))
+        except (BadRow, FileRefused) as exc:
+            if not self.skipped[exc.reason]:
+                logger.warning("%s: skipping row %s: %s", self.name, row["_row"], exc)
+            self.skipped[exc.reason] += 1
+            return None
+        return sample
 
     def read_hub(self) -> Iterable[Row]:
         """Rows from the hub dataset (downloads on first use, then the `datasets` cache)."""
@@ -91,10 +135,23 @@ class Benchmark:
             image_columns=self.image_columns,
         )
 
+    def read_snapshot(self, files: Sequence[str] | None = None) -> Iterable[Row]:
+        """`read_local` over the hub repo's snapshot (releases that are files, not a table), its
+        rows rooted in the repo's cache folder (`data_root`); `files` limits the download."""
+        if self.hub is None:
+            raise ValueError(f"benchmark {self.name!r} has no hub dataset; pass a local path")
+        folder = hub_snapshot(self.hub, self.revision, files)
+        return with_fields(self.read_local(folder), _root=self.data_root(folder))
+
     def read_local(self, path: Path) -> Iterable[Row]:
         """Rows from a local file in the published format (json, jsonl, parquet, tsv, xlsx),
         or a folder holding one such file or the parquet shards of the split."""
         return read_table(path, split=self.split)
+
+    def data_root(self, path: Path) -> Path:
+        """The folder the rows of `path` may name files under (`tables.dataset_root`: the folder
+        given, a file's folder, a hub snapshot's repo); a layout with images beside it widens it."""
+        return dataset_root(path)
 
     def to_sample(self, row: Row) -> Sample | None:
         """Map one published row to a Sample; None skips the row (e.g. another subset).
@@ -126,6 +183,18 @@ class Benchmark:
     def aggregate(self, records: list[Mapping[str, Any]]) -> dict[str, float]:
         """Benchmark-specific metrics over the records of one mode; {} when there are none."""
         return {}
+
+
+def _image_under(image: Path, root: Path | None) -> None:
+    """A row's image path must resolve under its dataset root: a hub table gives none, so its
+    rows may carry image bytes but never a path."""
+    if root is None:
+        raise FileRefused(
+            "outside_root",
+            f"the row names the file {image} but the hub data has no folder to hold it; "
+            "pass a local copy with --data NAME=PATH",
+        )
+    path_under(image, root)
 
 
 def seeded_subset(rows: list[tuple[int, Row]], limit: int, seed: int) -> list[tuple[int, Row]]:

@@ -19,7 +19,6 @@ turns with their answers.
 
 from __future__ import annotations
 
-import ast
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,7 @@ from typing import Any
 from beacon.benchmarks.base import Benchmark, Row, register
 from beacon.benchmarks.chartqa import RELAXED_TOL, is_number
 from beacon.benchmarks.options import split_options
-from beacon.benchmarks.tables import image_source, read_table, text
+from beacon.benchmarks.tables import image_source, literal_list, read_table, text
 from beacon.types import AnswerType, Sample
 
 EXACT_TYPES = ("Fact Checking", "Multi Choice")
@@ -82,13 +81,9 @@ def as_list(value: Any) -> list[str]:
     if isinstance(value, list | tuple):
         return [str(v) for v in value]
     cell = text(value)
-    if cell.startswith("[") and cell.endswith("]"):
-        try:
-            parsed = ast.literal_eval(cell)
-        except (SyntaxError, ValueError):
-            return [cell]
-        if isinstance(parsed, list):
-            return [str(v) for v in parsed]
+    parsed = literal_list(cell)
+    if parsed is not None:
+        return [str(v) for v in parsed]
     return [cell] if cell else []
 
 

@@ -33,7 +33,6 @@ the wrong option (the last one for answer 0); the judge here sees the option the
 
 from __future__ import annotations
 
-import ast
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
@@ -44,9 +43,10 @@ from beacon.benchmarks.base import Benchmark, Row, register
 from beacon.benchmarks.grouped import accuracy
 from beacon.benchmarks.options import LETTERS, format_options
 from beacon.benchmarks.tables import (
+    BadRow,
     ZipImages,
-    hub_snapshot,
     image_source,
+    literal_list,
     read_table,
     release_image,
     table_in,
@@ -143,7 +143,7 @@ class GameQA(GameQABase):
     hub_files: ClassVar[tuple[str, ...]] = (TEST_JSON, TEST_IMAGES)
 
     def read_hub(self) -> Iterable[Row]:
-        return self.read_local(hub_snapshot(self.hub, self.revision, self.hub_files))
+        return self.read_snapshot(self.hub_files)
 
     def read_local(self, path: Path) -> Iterator[Row]:
         """games_data_test.json (or the folder holding it) with the images unpacked or zipped."""
@@ -182,9 +182,13 @@ def _image(row: Row) -> ImageSource | None:
 
 
 def _options(value: Any) -> list[str]:
-    """The option list as published (a list, or its Python-literal text in some exports)."""
+    """The option list as published: a list, or its text (`str(list)` or JSON) in some exports;
+    other text is no option list. Text that opens a list but does not parse skips the row."""
     if isinstance(value, str) and value.strip().startswith("["):
-        value = ast.literal_eval(value)
+        parsed = literal_list(value)
+        if parsed is None:
+            raise BadRow("bad_options", f"GameQA options {value[:80]!r} do not parse as a list")
+        value = parsed
     if isinstance(value, str) or value is None:
         return []
     return [str(option) for option in value]

@@ -21,6 +21,7 @@ from typing import Any
 
 from beacon.benchmarks.base import Benchmark, Row, register
 from beacon.benchmarks.tables import (
+    dataset_root,
     image_source,
     read_table,
     resolve_relative,
@@ -50,6 +51,11 @@ class InfographicVQA(Benchmark):
         if release is None:
             return read_table(path, split=self.split)
         return with_fields(read_table(release), _base=release.parent)
+
+    def data_root(self, path: Path) -> Path:
+        """The release root: the images sit beside `infographicsvqa_qas/`, not inside it."""
+        root = dataset_root(path)
+        return root.parent if root.name == _QAS_FOLDER else root
 
     def to_sample(self, row: Row) -> Sample:
         answers = [text(a) for a in row.get("answers") or [] if text(a)]

@@ -5,11 +5,14 @@ multi-gigabyte file, no whole row group in memory), TSV/CSV through pandas in sm
 every cell kept as a string (HR-Bench's TSV carries a base64 image of several MB per row), JSON
 Lines line by line. Hub datasets go through `datasets.load_dataset` (memory-mapped Arrow cache).
 Image cells are turned into something `beacon.images.load_image` can open later (bytes or a
-path), never into decoded pixels.
+path), never into decoded pixels. A path a row names must stay under the dataset root
+(`dataset_root`, checked by `Benchmark.load`); zip members are unpacked in bounded chunks up to a
+cap (`ZipImages`); a row that breaks either rule is skipped and counted, never a dead load.
 """
 
 from __future__ import annotations
 
+import ast
 import base64
 import binascii
 import contextlib
@@ -18,12 +21,23 @@ import math
 import socket
 import urllib.parse
 import zipfile
+import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from beacon.errors import UserError
+from beacon.files import MAX_FILE_BYTES, FileRefused, read_capped
 from beacon.types import ImageSource
+
+
+class BadRow(ValueError):
+    """A row a benchmark cannot make a sample of; `Benchmark.load` skips it and counts `reason`."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
 
 TABLE_SUFFIXES = (".json", ".jsonl", ".parquet", ".tsv", ".csv", ".xlsx")
 _BATCH_ROWS = 16  # rows per parquet batch / CSV chunk: bounds memory when rows hold large images
@@ -55,15 +69,21 @@ def read_table(path: Path, split: str | None = None) -> Iterator[Mapping[str, An
     the key is added as "_key"), or an object with a "data" list (InfographicVQA's release).
     A folder holding exactly one such file stands for that file; a folder of parquet shards
     (a hub split such as `test-00000-of-00003.parquet`, ...) stands for their rows in name order;
-    with `split`, only the shards named `<split>-*` when the folder holds several splits.
+    with `split`, only the shards named `<split>-*` when the folder holds several splits. A
+    folder with no table but a `data/` folder (a hub repo copied with `huggingface-cli download
+    --local-dir`, whose parquet sits under `data/`) stands for that folder.
     """
     if path.is_dir():
+        if not _tables(path) and (path / "data").is_dir():
+            path = path / "data"
         shards = _parquet_shards(path, split)
         if shards:
             return (row for shard in shards for row in _parquet_rows(shard))
         path = _only_table(path)
     if not path.exists():
         raise FileNotFoundError(f"benchmark file {path} does not exist")
+    if not path.is_file():
+        raise ValueError(f"benchmark file {path} is not a regular file; pass the data file itself")
     suffix = path.suffix.lower()
     if suffix == ".json":
         return _json_rows(path)
@@ -80,15 +100,19 @@ def read_table(path: Path, split: str | None = None) -> Iterator[Mapping[str, An
 
 def _parquet_shards(folder: Path, split: str | None) -> list[Path]:
     """The folder's tables when every one of them is a parquet file (shards of splits)."""
-    tables = sorted(p for p in folder.iterdir() if p.suffix.lower() in TABLE_SUFFIXES)
+    tables = _tables(folder)
     if not tables or any(p.suffix.lower() != ".parquet" for p in tables):
         return []
     of_split = [p for p in tables if split is not None and p.name.startswith(f"{split}-")]
     return of_split or tables
 
 
+def _tables(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if p.suffix.lower() in TABLE_SUFFIXES)
+
+
 def _only_table(folder: Path) -> Path:
-    tables = sorted(p for p in folder.iterdir() if p.suffix.lower() in TABLE_SUFFIXES)
+    tables = _tables(folder)
     if len(tables) != 1:
         found = ", ".join(p.name for p in tables) or "none"
         raise ValueError(
@@ -169,6 +193,28 @@ def text(value: Any) -> str:
     return "" if is_missing(value) else str(value).strip()
 
 
+_MAX_LITERAL_CHARS = 1 << 20
+
+
+def literal_list(cell: str) -> list[Any] | None:
+    """The list a cell writes as text: JSON, or a Python literal as `str(list)` and CSV exports
+    write it ("['a', 'b']"), read with `ast.literal_eval` (literals only, no code runs). None for
+    text that is not a list literal, or longer than 1 MiB (parsing allocates with the input)."""
+    stripped = cell.strip()
+    if not (stripped.startswith("[") and stripped.endswith("]")):
+        return None
+    if len(stripped) > _MAX_LITERAL_CHARS:
+        return None
+    try:
+        parsed = json.loads(stripped)
+    except (ValueError, RecursionError):
+        try:
+            parsed = ast.literal_eval(stripped)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            return None
+    return parsed if isinstance(parsed, list) else None
+
+
 def image_source(
     value: Any, base: Path | None = None, *, encoded: bool = False
 ) -> ImageSource | None:
@@ -232,6 +278,19 @@ def resolve_relative(name: str, anchors: Sequence[Path]) -> Path:
             if candidate.is_file():
                 return candidate
     return anchors[0].joinpath(*parts)
+
+
+def dataset_root(path: Path) -> Path:
+    """The folder a dataset's rows may name files under: the folder given, or a file's folder.
+
+    A hub snapshot (`.../datasets--org--name/snapshots/<rev>/`) holds symlinks into the repo's
+    `blobs/`, so inside one the root is the repo's cache folder.
+    """
+    folder = path if path.is_dir() else path.parent
+    for above in (folder, *folder.parents):
+        if above.parent.name == "snapshots" and above.parent.parent.name.startswith("datasets--"):
+            return above.parent.parent
+    return folder
 
 
 def table_in(path: Path, names: Sequence[str]) -> Path:
@@ -298,10 +357,13 @@ def _hub_reachable(endpoint: str) -> bool:
 class ZipImages:
     """Images read on demand from a release's zip, so a load never unpacks or reads it whole.
 
-    Rows carry a member name; `read(name)` returns that member's bytes when a sample is built.
-    A leading "./" is tolerated, and so is a zip that nests everything in one top folder
-    ("babyvision_data/images/1.png" for "images/1.png").
+    Rows carry a member name; `read(name)` returns that member's bytes when a sample is built,
+    decompressed in bounded chunks up to `max_bytes` (a 4.5 MB zip can hold a 1 GiB member; a
+    bigger one is refused, `FileRefused`). A leading "./" is tolerated, and so is a zip that
+    nests everything in one top folder ("babyvision_data/images/1.png" for "images/1.png").
     """
+
+    max_bytes: int = MAX_FILE_BYTES
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -318,11 +380,22 @@ class ZipImages:
         return None
 
     def read(self, name: str) -> bytes:
-        """The bytes of member `name`; a clear error when the zip does not hold it."""
+        """The bytes of member `name`; FileRefused when the zip does not hold it, cannot unpack
+        it, or it is bigger than `max_bytes` (by its header, or once decompressed that far)."""
         member = self.member(name)
         if member is None:
-            raise FileNotFoundError(f"{self.path} holds no image {name!r}")
-        return self._zip.read(member)
+            raise FileRefused("missing", f"{self.path} holds no image {name!r}")
+        info = self._zip.getinfo(member)
+        where = f"{self.path}:{member}"
+        if info.file_size > self.max_bytes:
+            raise FileRefused(
+                "too_large", f"{where} unpacks to {info.file_size} bytes, over {self.max_bytes}"
+            )
+        try:
+            with self._zip.open(info) as stream:
+                return read_capped(stream, self.max_bytes, where)
+        except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError) as exc:
+            raise FileRefused("unreadable", f"{where} cannot be unpacked: {exc}") from None
 
     def find(self, suffix: str) -> str | None:
         """The first member (in name order) whose name ends with `suffix`."""

@@ -33,7 +33,6 @@ from beacon.benchmarks.grouped import accuracy
 from beacon.benchmarks.options import split_options
 from beacon.benchmarks.tables import (
     ZipImages,
-    hub_snapshot,
     read_table,
     release_image,
     table_in,
@@ -71,7 +70,7 @@ class TIRBench(Benchmark):
     categories = TASKS
 
     def read_hub(self) -> Iterable[Row]:
-        return self.read_local(hub_snapshot(self.hub, self.revision))
+        return self.read_snapshot()
 
     def read_local(self, path: Path) -> Iterator[Row]:
         file = table_in(path, [RELEASE_JSON])

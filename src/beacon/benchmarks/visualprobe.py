@@ -16,14 +16,13 @@ verifier's text rules (an LLM judge is the benchmark's own scorer for paraphrase
 
 from __future__ import annotations
 
-import ast
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, ClassVar
 
 from beacon.benchmarks.base import Benchmark, Row, register
 from beacon.benchmarks.tables import (
-    hub_snapshot,
+    literal_list,
     read_table,
     resolve_relative,
     table_in,
@@ -40,7 +39,7 @@ class VisualProbe(Benchmark):
     categories = ("visualprobe",)
 
     def read_hub(self) -> Iterable[Row]:
-        return self.read_local(hub_snapshot(self.hub, self.revision))
+        return self.read_snapshot()
 
     def read_local(self, path: Path) -> Iterable[Row]:
         file = table_in(path, ["val.json"])
@@ -69,8 +68,8 @@ def _images(row: Row) -> list[Path]:
 
 def _paths(value: Any) -> list[str]:
     if isinstance(value, str):
-        parsed = ast.literal_eval(value) if value.strip().startswith("[") else value
-        return [str(p) for p in parsed] if isinstance(parsed, list) else [parsed]
+        parsed = literal_list(value)
+        return [value] if parsed is None else [str(p) for p in parsed]
     return [str(p) for p in value or []]
 
 

@@ -16,14 +16,13 @@ rule).
 
 from __future__ import annotations
 
-import zipfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from beacon.benchmarks.base import Benchmark, Row, register
 from beacon.benchmarks.options import split_options
-from beacon.benchmarks.tables import hub_snapshot, read_table, table_in, text
-from beacon.types import ImageSource, Sample
+from beacon.benchmarks.tables import ZipImages, read_table, release_image, table_in, text
+from beacon.types import Sample
 
 
 @register
@@ -43,24 +42,20 @@ class VisuLogic(Benchmark):
     )
 
     def read_hub(self) -> Iterable[Row]:
-        return self.read_local(hub_snapshot(self.hub, self.revision))
+        return self.read_snapshot()
 
     def read_local(self, path: Path) -> Iterator[Row]:
         file = table_in(path, ["data.jsonl"])
-        archive = file.parent / "images.zip"
-        if not archive.exists():
-            for row in read_table(file):
-                yield {**row, "_image": file.parent / _image_path(row)}
-            return
-        with zipfile.ZipFile(archive) as zipped:
-            for row in read_table(file):
-                yield {**row, "_image": _member(zipped, file.parent, _image_path(row))}
+        zipped = file.parent / "images.zip"
+        archive = ZipImages(zipped) if zipped.is_file() else None
+        for row in read_table(file):
+            yield {**row, "_base": file.parent, "_zip": archive}
 
     def to_sample(self, row: Row) -> Sample:
         stem, options = split_options(text(row["question"]))
         return Sample(
             id=text(row.get("id")) or str(row["_row"]),
-            images=[row["_image"]],
+            images=[release_image(_image_path(row), Path(row["_base"]), row.get("_zip"))],
             question=stem if options else text(row["question"]),
             answer=text(row["label"]).upper(),
             answer_type="choice" if options else "math",
@@ -72,10 +67,3 @@ class VisuLogic(Benchmark):
 def _image_path(row: Row) -> str:
     """`image_path` without the leading "./" some copies write."""
     return text(row["image_path"]).removeprefix("./")
-
-
-def _member(zipped: zipfile.ZipFile, folder: Path, name: str) -> ImageSource:
-    """Bytes of `name` from the zip; an unpacked file beside it wins (no read needed)."""
-    if (folder / name).exists():
-        return folder / name
-    return zipped.read(name)

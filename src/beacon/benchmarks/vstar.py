@@ -9,7 +9,8 @@ directly."), `category` (`direct_attributes` / `relative_position`), `question_i
 per target), copied into `metadata["annotation"]` when present, with the boxes also given as
 `metadata["regions"]` / `metadata["region"]` in (x0, y0, x1, y1) like `synth`'s.
 The hub branch downloads the repo snapshot and reads the same files. Local layout: the repo
-folder, or the jsonl with the image folders beside it.
+folder, or the jsonl with the image folders beside it. An image or annotation that resolves
+outside that folder, or is no regular file, skips its row (`Benchmark.load`).
 
 The gold is `label`; the hub labels are not all "A", so a row without one is an error, not a
 default. Options are shuffled with the load seed all the same (the gold was listed first in
@@ -22,12 +23,15 @@ import json
 import re
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from beacon.benchmarks.base import Benchmark, Row, register
 from beacon.benchmarks.options import split_options
-from beacon.benchmarks.tables import hub_snapshot, read_table, table_in, text, with_fields
+from beacon.benchmarks.tables import BadRow, read_table, table_in, text, with_fields
+from beacon.files import read_file
 from beacon.types import Sample
 
+_ANNOTATION_MAX_BYTES = 1 << 20
 _INSTRUCTION = re.compile(
     r"\n?Answer with the option's letter from the given choices directly\.?\s*$"
 )
@@ -44,7 +48,7 @@ class VStar(Benchmark):
     shuffle = True
 
     def read_hub(self) -> Iterable[Row]:
-        return self.read_local(hub_snapshot(self.hub, self.revision))
+        return self.read_snapshot()
 
     def read_local(self, path: Path) -> Iterable[Row]:
         file = table_in(path, ["test_questions.jsonl"])
@@ -58,7 +62,7 @@ class VStar(Benchmark):
         metadata = {"category": text(row.get("category")) or None, "image_file": row["image"]}
         annotation = image.with_suffix(".json")
         if annotation.is_file():
-            metadata["annotation"] = json.loads(annotation.read_text(encoding="utf-8"))
+            metadata["annotation"] = _annotation(annotation, row.get("_root"))
             metadata.update(_regions(metadata["annotation"].get("bbox")))
         return Sample(
             id=text(row.get("question_id")) or str(row["_row"]),
@@ -69,6 +73,18 @@ class VStar(Benchmark):
             options=options,
             metadata=metadata,
         )
+
+
+def _annotation(path: Path, root: Path | None) -> dict[str, Any]:
+    """The per-image JSON: a regular file under the dataset root, at most 1 MiB (V*'s are a few
+    hundred bytes), holding an object; anything else skips the row (`Benchmark.load`)."""
+    try:
+        data = json.loads(read_file(path, root, _ANNOTATION_MAX_BYTES))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BadRow("bad_annotation", f"V* annotation {path} is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise BadRow("bad_annotation", f"V* annotation {path} holds no JSON object")
+    return data
 
 
 def _gold(row: Row) -> str:

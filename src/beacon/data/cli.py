@@ -95,7 +95,12 @@ def scripted_expert(
 @app.command("import-thyme")
 def import_thyme_command(
     source: Path = typer.Argument(..., help="Thyme SFT file (.jsonl or .json list)."),
-    images: Path = typer.Option(None, "--images", help="Folder relative image paths start in."),
+    images: Path = typer.Option(
+        None,
+        "--images",
+        help="Folder the rows' images are read from, and only from (relative paths start in "
+        "it); default: the source file's folder.",
+    ),
     out: Path = typer.Option(..., "--out", help="Output folder (trajectories.jsonl, images/)."),
     no_progress: bool = NO_PROGRESS,
 ) -> None:

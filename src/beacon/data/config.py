@@ -15,6 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from beacon.agent.config import AgentConfig
+from beacon.config import load_yaml
 from beacon.eval.config import EngineConfig
 from beacon.sandbox import SandboxConfig
 
@@ -139,14 +140,14 @@ def load_data_config(path: str | Path | None = None, overrides: list[str] = ()) 
     raw: dict[str, Any] = {}
     if path is not None:
         text = Path(path).read_text(encoding="utf-8")
-        raw = yaml.safe_load(text) or {}
+        raw = _load_yaml(path, text) or {}
         if not isinstance(raw, dict):
             raise DataConfigError(f"{path}: expected a mapping of settings")
     for item in overrides:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise DataConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. difficulty.k=5")
-        _assign(raw, key.strip().split("."), yaml.safe_load(value) if value else "")
+        _assign(raw, key.strip().split("."), _load_yaml(f"--set {item}", value) if value else "")
     try:
         return DataConfig.model_validate(raw)
     except ValidationError as exc:
@@ -155,6 +156,14 @@ def load_data_config(path: str | Path | None = None, overrides: list[str] = ()) 
         raise DataConfigError(
             f"config error in {source} ({len(lines)} problems):\n" + "\n".join(lines)
         ) from None
+
+
+def _load_yaml(source: str | Path, text: str) -> Any:
+    """`beacon.config.load_yaml` (an alias bomb is refused), its error naming `source`."""
+    try:
+        return load_yaml(text)
+    except yaml.YAMLError as exc:
+        raise DataConfigError(f"{source}: not valid YAML: {' '.join(str(exc).split())}") from None
 
 
 def _assign(tree: dict[str, Any], keys: list[str], value: Any) -> None:

@@ -16,6 +16,11 @@ on. The prompt is the agent's text form of the chat
 chat template. Segments carry text only: the trainer tokenizes them one segment at a time, so
 the boundaries (and the loss mask) stay exact.
 
+Image paths are read only under the image root (`--images`, else the source file's folder):
+through `beacon.files.read_file`, so a row's `../` or a symlink out of the root, a FIFO, a
+device or a file over the size cap drops that row, counted under `image_<reason>`, instead of
+ending the import.
+
 What is not covered: rows with more than one assistant turn (dropped as `multi_turn_chat`,
 counted), and remote image URLs (download them first, as Thyme's README says).
 """
@@ -34,6 +39,7 @@ from tqdm import tqdm
 
 from beacon.agent.formats import THYME
 from beacon.data.records import StageSummary, write_jsonl_atomic
+from beacon.files import FileRefused, read_file
 from beacon.images import ImageError, ImageStore, load_image
 from beacon.types import Segment, ToolCall, Trajectory
 
@@ -106,8 +112,9 @@ def assistant_segments(text: str) -> list[Segment]:
     return segments
 
 
-def row_trajectory(row: ThymeRow, store: ImageStore, image_root: Path | None, n: int) -> Trajectory:
-    """One trajectory with its images put into `store`; SkipRow says why not."""
+def row_trajectory(row: ThymeRow, store: ImageStore, image_root: Path, n: int) -> Trajectory:
+    """One trajectory with its images (files under `image_root`) put into `store`; SkipRow says
+    why not."""
     roles = [m["role"] for m in row.messages]
     if roles.count("assistant") != 1 or roles[-1] != "assistant":
         raise SkipRow("multi_turn_chat" if roles.count("assistant") > 1 else "no_response")
@@ -156,23 +163,28 @@ def _tool_calls(segments: list[Segment]) -> list[ToolCall]:
     return calls
 
 
-def _store_image(store: ImageStore, path: str, image_root: Path | None) -> str:
+def _store_image(store: ImageStore, path: str, image_root: Path) -> str:
     if path.startswith(("http://", "https://")):
         raise SkipRow("remote_image")
     try:
-        return store.put(load_image(_locate(Path(path), image_root)))
-    except (ImageError, FileNotFoundError, OSError):
-        raise SkipRow("missing_image") from None
+        data = read_file(_locate(Path(path), image_root), image_root)
+    except FileRefused as exc:
+        reason = "missing_image" if exc.reason == "missing" else f"image_{exc.reason}"
+        raise SkipRow(reason) from None
+    try:
+        return store.put(load_image(data))
+    except ImageError:
+        raise SkipRow("bad_image") from None
 
 
-def _locate(path: Path, image_root: Path | None) -> Path:
-    """Where a row's image is: under `image_root` for a relative path; for an absolute path of
-    the machine that recorded the data (Thyme's rows name `/mllm_hdd/...`), the path itself if
-    it exists, else the same path under `image_root`, else its file name there."""
-    if image_root is None or (path.is_absolute() and path.exists()):
-        return path
+def _locate(path: Path, image_root: Path) -> Path:
+    """Where a row's image is: under `image_root` for a relative path; for an absolute path, the
+    path itself when it is under `image_root`, else (the machine that recorded the data: Thyme's
+    rows name `/mllm_hdd/...`) the same path under `image_root`, else its file name there."""
     if not path.is_absolute():
         return image_root / path
+    if path.is_relative_to(image_root.absolute()):
+        return path
     under = image_root / path.relative_to(path.anchor)
     return under if under.exists() else image_root / path.name
 
@@ -195,8 +207,10 @@ def import_thyme(
     """Write out/trajectories.jsonl and out/images/ from a Thyme SFT file; return the counts.
 
     The import is one pass over a local file and is rewritten whole (atomically) on a rerun;
-    images already in the store are not encoded again.
+    images already in the store are not encoded again. Images are read only under `image_root`,
+    by default the source file's folder.
     """
+    image_root = image_root or source.parent
     store = ImageStore(out / "images")
     summary = StageSummary(stage="import_thyme")
     rows = []

@@ -40,7 +40,7 @@ from PIL import Image
 from beacon.images import image_key, load_image
 from beacon.types import Sample
 
-_TASK = re.compile(r"Question: (.*?)\nReference answer: (.*?)(?:\n|$)", re.S)
+_QUESTION, _REFERENCE = "Question: ", "\nReference answer: "
 _ROLLOUT = re.compile(
     r"=== Rollout (R\d+) \((CORRECT|INCORRECT)\) ===\n(.*?)(?=\n=== Rollout |$)", re.S
 )
@@ -124,8 +124,7 @@ class ScriptedCritic:
 
     def answer(self, text: str, image: Image.Image | None = None) -> dict[str, Any]:
         """The critic output (CRITIC_SCHEMA) for one request's text and first image."""
-        task = _TASK.search(text)
-        question, reference = (task.group(1).strip(), task.group(2).strip()) if task else ("", "")
+        question, reference = task_fields(text)
         sample = self.by_image.get(image_key(image)) if image is not None else None
         facts = sample.metadata.get("facts") if sample else self.facts.get(question)
         rollouts = _ROLLOUT.findall(text)
@@ -148,6 +147,27 @@ class ScriptedCritic:
                 for rid, label, body in rollouts
             ],
         }
+
+
+def task_fields(text: str) -> tuple[str, str]:
+    """(question, reference answer) of the request's task block: the text after the first
+    "Question: " up to the next "\nReference answer: ", and that answer's line; ("", "") when
+    there is none.
+
+    Two `str.find`s, linear in the text. The regex this replaces (`Question: (.*?)\nReference
+    answer: ...` with DOTALL) rescanned the rest of the text from every "Question: " when no
+    reference followed: 33 s on a 195 KB message, inside the server's event loop.
+    """
+    start = text.find(_QUESTION)
+    if start < 0:
+        return "", ""
+    start += len(_QUESTION)
+    middle = text.find(_REFERENCE, start)
+    if middle < 0:
+        return "", ""
+    answer = middle + len(_REFERENCE)
+    end = text.find("\n", answer)
+    return text[start:middle].strip(), text[answer : None if end < 0 else end].strip()
 
 
 def reading(question: str, reference: str, facts: Any) -> dict[str, str]:

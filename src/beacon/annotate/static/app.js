@@ -1,5 +1,6 @@
 // Beacon annotation page: plain JS, no build step. The server owns the data: every choice and
-// note is POSTed to api/labels as it is made, so a closed tab loses nothing.
+// note is POSTed to api/labels as it is made, so a closed tab loses nothing. Every write is JSON
+// and carries the token the server put into this page load (a write without it is refused).
 "use strict";
 
 const STAGE_HELP = {
@@ -14,6 +15,7 @@ const KEY_OF = { CORRECT: "1", ACQUIRE: "2", READ: "3", GROUND: "4", OTHER: "5",
 
 const state = { rows: [], labels: {}, choices: [], current: null, revealed: false, file: "" };
 const $ = (id) => document.getElementById(id);
+const TOKEN = document.querySelector('meta[name="beacon-token"]').content;
 let noteTimer = null;
 
 function el(tag, attrs = {}, ...children) {
@@ -47,6 +49,15 @@ async function api(path, options = {}) {
   return response.json();
 }
 
+function write(path, body, options = {}) {
+  return api(path, {
+    method: "POST",
+    headers: { "Content-Type": "application/json", "X-Beacon-Token": TOKEN },
+    body: JSON.stringify(body),
+    ...options,
+  });
+}
+
 // ------------------------------------------------------------------ data
 async function loadRows() {
   const data = await api("api/rows");
@@ -74,9 +85,7 @@ async function save(stage) {
   const note = $("note").value;
   const body = { id: row.id, stage, note, annotator: annotator() };
   try {
-    const data = await api("api/labels", {
-      method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body),
-    });
+    const data = await write("api/labels", body);
     state.labels[row.id] = data.saved;
     $("saved").className = "";
     $("saved").textContent = `Saved ${stage || "note"} · ${new Date().toLocaleTimeString()}`;
@@ -103,14 +112,14 @@ async function flushNote() {
 }
 
 function sendPendingNote() {
-  // A tab closed within the note's debounce: hand the note to the browser to deliver.
+  // A tab closed within the note's debounce: a keepalive request outlives the page.
   const row = state.current;
   if (!row || noteTimer === null) return;
   clearTimeout(noteTimer);
   const saved = state.labels[row.id];
   if ((saved ? saved.note || "" : "") === $("note").value) return;
   const body = { id: row.id, stage: saved ? saved.stage : null, note: $("note").value, annotator: annotator() };
-  navigator.sendBeacon("api/labels", new Blob([JSON.stringify(body)], { type: "application/json" }));
+  write("api/labels", body, { keepalive: true }).catch(() => {}); // the page is gone: nowhere to say so
 }
 
 // --------------------------------------------------------------- filters
@@ -302,9 +311,7 @@ async function importFile(event) {
   event.target.value = "";
   if (!file) return;
   try {
-    const data = await api(`api/import?annotator=${encodeURIComponent(annotator())}`, {
-      method: "POST", headers: { "Content-Type": "text/plain" }, body: await file.text(),
-    });
+    const data = await write("api/import", { text: await file.text(), annotator: annotator() });
     await loadLabels();
     render();
     banner(`Imported ${data.imported} label(s) from ${file.name}.`, "info");
