@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from beacon.data.config import DataConfig, load_data_config
-from beacon.data.records import write_jsonl_atomic
 from beacon.data.scripted import MODEL_NAME, ScriptedSynthExpert, create_scripted_app
 from beacon.engines.serve import ServerHandle, run_app_in_thread
+from beacon.jsonl import write_jsonl_atomic
 
 POOL = 6  # synth items 0..5: one of each category, plus a second small_text
 

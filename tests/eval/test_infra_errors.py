@@ -14,8 +14,9 @@ from beacon.config import load_config
 from beacon.engines.hf import HFEngine
 from beacon.engines.serve import serve_in_thread
 from beacon.eval.config import EvalConfig
-from beacon.eval.records import ERRORS_FILE, SAMPLES_FILE, read_jsonl
+from beacon.eval.records import ERRORS_FILE, SAMPLES_FILE
 from beacon.eval.runner import InfrastructureErrors, run_eval
+from beacon.jsonl import read_jsonl
 
 LIMIT = 3
 

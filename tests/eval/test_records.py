@@ -5,13 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from beacon.eval.records import (
-    CorruptJsonl,
-    JsonlWriter,
-    prepare_resume,
-    read_jsonl,
-    repair_jsonl,
-)
+from beacon.eval.records import prepare_resume
+from beacon.jsonl import CorruptJsonl, JsonlWriter, read_jsonl, repair_jsonl
 
 
 def _write(path: Path, text: str) -> None:

@@ -26,9 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from beacon.eval.records import SAMPLES_FILE, TRAJECTORIES_FILE, read_jsonl
+from beacon.eval.records import SAMPLES_FILE, TRAJECTORIES_FILE
 from beacon.files import FileRefused, path_under
 from beacon.images import ImageStore
+from beacon.jsonl import read_jsonl
 from beacon.types import Trajectory
 
 logger = logging.getLogger(__name__)

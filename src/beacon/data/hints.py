@@ -25,8 +25,8 @@ from beacon.data.pool import load_samples
 from beacon.data.records import StageSummary
 from beacon.data.stages import VERIFIED_FILE
 from beacon.engines.base import GenerationRequest, SamplingParams
-from beacon.eval.records import JsonlWriter, read_jsonl, repair_jsonl
 from beacon.images import load_image
+from beacon.jsonl import JsonlWriter, read_jsonl, repair_jsonl
 from beacon.rl.hints import leak_reasons
 from beacon.types import Sample, Trajectory
 

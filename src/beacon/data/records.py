@@ -1,20 +1,20 @@
-"""The typed records the data stages exchange, and their atomic JSON/JSONL files.
+"""The typed records the data stages exchange.
 
 Every stage writes `summary.json` (a `StageSummary`: items in, kept, dropped by reason) next to
-its outputs. Files a stage derives from finished eval runs are rewritten whole through a
-temporary name and `os.replace`, so a stage killed at any moment leaves the old file or the new
-one, never half of one; the slow part of every stage (the eval run, the hint requests) resumes
-from its own append-only JSONL.
+its outputs. Files a stage derives from finished eval runs are rewritten whole
+(`beacon.jsonl.write_jsonl_atomic`), so a stage killed at any moment leaves the old file or the
+new one, never half of one; the slow part of every stage (the eval run, the hint requests)
+resumes from its own append-only JSONL.
 """
 
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from beacon.jsonl import write_atomic
 
 SUMMARY_FILE = "summary.json"
 
@@ -53,21 +53,3 @@ class StageSummary:
         """One log line: `difficulty: kept 7 of 20 (too_easy 13)`."""
         why = ", ".join(f"{k} {v}" for k, v in sorted(self.dropped.items()))
         return f"{self.stage}: kept {self.kept} of {self.total}" + (f" ({why})" if why else "")
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write `text` to `path` through a temporary file, so readers never see half of it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
-    with tmp.open("w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def write_jsonl_atomic(path: Path, rows: Iterable[dict[str, Any] | str]) -> int:
-    """Write JSONL rows (dicts or ready JSON strings) atomically; return the row count."""
-    lines = [r if isinstance(r, str) else json.dumps(r, ensure_ascii=False) for r in rows]
-    write_atomic(path, "".join(line + "\n" for line in lines))
-    return len(lines)

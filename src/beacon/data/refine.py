@@ -23,8 +23,8 @@ from tqdm import tqdm
 from beacon.agent.formats import THYME
 from beacon.benchmarks import get_benchmark
 from beacon.engines.base import GenerationRequest, SamplingParams
-from beacon.eval.records import JsonlWriter, read_jsonl, repair_jsonl
 from beacon.images import load_image
+from beacon.jsonl import JsonlWriter, read_jsonl, repair_jsonl
 from beacon.types import Sample, Segment, Trajectory
 
 REFINED_FILE = "refined.jsonl"

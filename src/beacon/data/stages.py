@@ -26,11 +26,12 @@ from pathlib import Path
 from typing import Any
 
 from beacon.data.config import DataConfig
-from beacon.data.records import ItemRef, StageSummary, write_jsonl_atomic
+from beacon.data.records import ItemRef, StageSummary
 from beacon.data.selection import pass_counts, select_hard
 from beacon.eval.config import EvalConfig
-from beacon.eval.records import SAMPLES_FILE, TRAJECTORIES_FILE, read_jsonl
+from beacon.eval.records import SAMPLES_FILE, TRAJECTORIES_FILE
 from beacon.images import ImageStore
+from beacon.jsonl import read_jsonl, write_jsonl_atomic
 from beacon.types import Trajectory
 
 logger = logging.getLogger(__name__)

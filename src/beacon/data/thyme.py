@@ -38,9 +38,10 @@ from typing import Any
 from tqdm import tqdm
 
 from beacon.agent.formats import THYME
-from beacon.data.records import StageSummary, write_jsonl_atomic
+from beacon.data.records import StageSummary
 from beacon.files import FileRefused, read_file
 from beacon.images import ImageError, ImageStore, load_image
+from beacon.jsonl import write_jsonl_atomic
 from beacon.types import Segment, ToolCall, Trajectory
 
 logger = logging.getLogger(__name__)

@@ -27,7 +27,6 @@ from beacon.benchmarks.synth_demo import (
     prerender,
     render_once,
 )
-from beacon.data.records import write_jsonl_atomic
 from beacon.data.scripted import create_scripted_app
 from beacon.data.stages import copy_image, image_keys, run_trajectories
 from beacon.demo.config import DemoConfig
@@ -38,6 +37,7 @@ from beacon.engines.serve import run_app_in_thread
 from beacon.eval.config import EvalConfig
 from beacon.eval.runner import run_eval
 from beacon.images import ImageStore
+from beacon.jsonl import write_jsonl_atomic
 
 logger = logging.getLogger(__name__)
 

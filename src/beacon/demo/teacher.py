@@ -33,8 +33,8 @@ from pathlib import Path
 
 from beacon.agent.episode import messages_text
 from beacon.benchmarks.synth_demo import SynthDemo
-from beacon.data.records import write_jsonl_atomic
 from beacon.images import ImageStore
+from beacon.jsonl import write_jsonl_atomic
 from beacon.revue.assemble import Anchor, BreakPoint, Reflection
 from beacon.revue.conditioning import condition_messages, reflection_text
 from beacon.revue.critic_output import Grounding, Reading

@@ -4,14 +4,7 @@ A record is committed when its line, newline included, is flushed and fsynced. T
 sample is written before its record: a trajectory without a record (killed in between) is dropped
 at resume and redone with its sample.
 
-One policy for a bad line, used by eval, report and resume alike (`read_jsonl`):
-
-- the **last** line may be torn (no newline, or not parsable): a run killed mid-write, or one still
-  writing. Readers skip it with a warning; `repair_jsonl` cuts it off before a run appends again,
-  so a resumed run neither duplicates nor drops a sample;
-- an unparsable line **anywhere else** is corruption, not a kill: `CorruptJsonl` names the file
-  and line and says what to do. Nothing guesses around it;
-- blank lines are skipped.
+Reading and writing follow `beacon.jsonl` (its one policy for a bad line).
 """
 
 from __future__ import annotations
@@ -19,12 +12,10 @@ from __future__ import annotations
 import json
 import logging
 import os
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypedDict
 
-from beacon.errors import UserError
+from beacon.jsonl import CorruptJsonl, read_jsonl, repair_jsonl
 
 logger = logging.getLogger(__name__)
 
@@ -82,98 +73,9 @@ class SampleRecord(TypedDict):
     trajectory: TrajectoryRef
 
 
-class CorruptJsonl(UserError, ValueError):
-    """A line other than the last one of a JSONL file does not parse."""
-
-
-def repair_jsonl(path: Path) -> int:
-    """Cut a torn (unterminated or unparsable) last line off `path`; return bytes removed."""
-    if not path.exists():
-        return 0
-    size = path.stat().st_size
-    with path.open("rb+") as f:
-        if size == 0:
-            return 0
-        tail_start = max(0, size - (1 << 20))
-        f.seek(tail_start)
-        tail = f.read()
-        keep = _last_good_end(tail, tail_start == 0)
-        if keep == len(tail):
-            return 0
-        f.truncate(tail_start + keep)
-    logger.warning("cut a torn last line (%d bytes) off %s", len(tail) - keep, path)
-    return len(tail) - keep
-
-
-def _last_good_end(tail: bytes, from_file_start: bool) -> int:
-    """Length of `tail` up to the end of its last complete, parsable line."""
-    end = len(tail)
-    if not tail.endswith(b"\n"):
-        end = tail.rfind(b"\n") + 1
-        if end == 0 and not from_file_start:
-            return len(tail)  # one huge line that started before the window: leave it
-    line_start = tail.rfind(b"\n", 0, max(0, end - 1)) + 1
-    if end > line_start:
-        try:
-            json.loads(tail[line_start:end])
-        except ValueError:
-            return line_start
-    return end
-
-
-def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
-    """Parsed lines of ``path`` under the module's policy: a torn last line (unterminated, or
-    unparsable) is skipped, an unparsable line elsewhere raises `CorruptJsonl`. A missing file
-    reads as empty."""
-    if not path.exists():
-        return
-    with path.open("rb") as f:
-        bad_line = 0  # an unparsable line is torn if it is the last one, else corruption
-        for number, raw in enumerate(f, start=1):
-            if bad_line:
-                raise CorruptJsonl(
-                    f"{path}:{bad_line} is not valid JSON, and only the last line may be torn "
-                    "by a killed run. Delete or repair that line, then rerun."
-                )
-            if not raw.endswith(b"\n"):
-                logger.warning("%s: skipping the unterminated last line %d", path, number)
-                return
-            if not raw.strip():
-                continue
-            try:
-                record = json.loads(raw)
-            except ValueError:
-                bad_line = number
-                continue
-            yield record
-    if bad_line:
-        logger.warning("%s: skipping the torn last line %d", path, bad_line)
-
-
 def read_samples(path: Path) -> list[SampleRecord]:
     """The records of a ``samples.jsonl`` (the module's policy for bad lines applies)."""
     return list(read_jsonl(path))  # type: ignore[arg-type]
-
-
-class JsonlWriter:
-    """Thread-safe appender that makes each line durable before returning."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._file = path.open("ab")
-        self._lock = threading.Lock()
-
-    def write(self, obj: dict[str, Any] | str) -> None:
-        line = obj if isinstance(obj, str) else json.dumps(obj, ensure_ascii=False)
-        data = (line + "\n").encode()
-        with self._lock:
-            self._file.write(data)
-            self._file.flush()
-            os.fsync(self._file.fileno())
-
-    def close(self) -> None:
-        with self._lock:
-            self._file.close()
 
 
 def prepare_resume(run_dir: Path) -> dict[str, SampleRecord]:

@@ -36,13 +36,13 @@ from beacon.eval.records import (
     SAMPLES_FILE,
     TRAJECTORIES_FILE,
     InfraError,
-    JsonlWriter,
     SampleRecord,
     TrajectoryRef,
     prepare_resume,
     read_samples,
 )
 from beacon.images import ImageStore
+from beacon.jsonl import JsonlWriter
 from beacon.metrics.summary import Summary
 from beacon.rollout import RETRIED, episode_spec, sample_key, score
 from beacon.types import Trajectory

@@ -8,13 +8,13 @@ progress bar (loss, tokens/s, ETA), on the main process only.
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from beacon.jsonl import JsonlWriter, read_jsonl, write_jsonl_atomic
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ class MetricsLogger:
         if not enabled:
             return
         truncate_after(self.path, start_step)
-        self._file = self.path.open("a", encoding="utf-8")
+        self._lines = JsonlWriter(self.path)
         if tensorboard:
             self._tb = _tensorboard_writer(run_dir / "tensorboard")
         if progress_bar:
@@ -86,9 +86,7 @@ class MetricsLogger:
     def log(self, metrics: dict[str, Any]) -> None:
         if not self.enabled:
             return
-        self._file.write(json.dumps(metrics) + "\n")
-        self._file.flush()
-        os.fsync(self._file.fileno())
+        self._lines.write(metrics)
         if self._tb is not None:
             for key, value in metrics.items():
                 if isinstance(value, int | float) and key != "step":
@@ -105,7 +103,7 @@ class MetricsLogger:
     def close(self) -> None:
         if not self.enabled:
             return
-        self._file.close()
+        self._lines.close()
         if self._bar is not None:
             self._bar.close()
         if self._tb is not None:
@@ -114,24 +112,13 @@ class MetricsLogger:
 
 def truncate_after(path: Path, step: int) -> None:
     """Drop lines of steps after `step` (and a torn last line): a resumed run rewrites them."""
-    if not path.exists():
-        return
-    kept = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if record.get("step", 0) <= step:
-            kept.append(line)
-    path.write_text("".join(f"{line}\n" for line in kept), encoding="utf-8")
+    if path.exists():
+        write_jsonl_atomic(path, [r for r in read_jsonl(path) if r.get("step", 0) <= step])
 
 
 def read_metrics(path: Path) -> list[dict[str, Any]]:
     """Every metrics line of a run, in order."""
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+    return list(read_jsonl(path))
 
 
 def _tensorboard_writer(folder: Path) -> Any:

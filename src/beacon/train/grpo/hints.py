@@ -12,9 +12,9 @@ without a cached or scripted hint an all-wrong group is simply not rescued (coun
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from beacon.jsonl import read_jsonl
 from beacon.types import Sample
 
 
@@ -40,14 +40,11 @@ class HintSource:
 def read_hints(path: Path) -> dict[tuple[str, str], str]:
     """(benchmark, sample_id) -> hint from the data pipeline's JSONL."""
     out: dict[tuple[str, str], str] = {}
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        row = json.loads(line)
+    for n, row in enumerate(read_jsonl(path), 1):
         if not isinstance(row, dict) or not {"benchmark", "sample_id", "hint"} <= row.keys():
             raise ValueError(
-                f"{path}:{n}: a hint row needs benchmark, sample_id and hint keys; fix the file "
-                "or unset rollout.hints"
+                f"{path}: record {n} needs benchmark, sample_id and hint keys; fix the file or "
+                "unset rollout.hints"
             )
         out[(str(row["benchmark"]), str(row["sample_id"]))] = str(row["hint"])
     return out

@@ -28,8 +28,8 @@ from typing import Any
 import torch
 from pydantic import BaseModel, computed_field
 
-from beacon.data.records import write_atomic
 from beacon.errors import UserError
+from beacon.jsonl import write_atomic
 from beacon.rollout import Rollouts
 from beacon.train.opd.config import TeacherCheckConfig
 from beacon.train.opd.score import supervised_positions

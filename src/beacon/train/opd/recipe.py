@@ -115,30 +115,28 @@ def build_parts(cfg: OPDConfig, accelerator: Any, run_dir: Any, stack: Any) -> O
     )
 
 
-def check_teacher(parts: OPDParts, sandbox: Any) -> None:
+def check_teacher(parts: OPDParts) -> None:
     """The teacher check before step 1; an in-process teacher also rolls out for its accuracy
-    (its engine is closed again before training)."""
-    cfg = parts.cfg
-    if not cfg.teacher_check.enabled or (parts.run_dir / CHECK_FILE).exists():
-        teacher_check(parts, cfg.teacher_check, None)
-        return
-    if cfg.teacher.base_url is not None:
+    on an engine of its own, closed again before training."""
+    cfg, rollout = parts.cfg, parts.cfg.rollout
+    measured = (parts.run_dir / CHECK_FILE).exists()
+    if not cfg.teacher_check.enabled or measured or cfg.teacher.base_url is not None:
         teacher_check(parts, cfg.teacher_check, None)
         return
     from beacon.agent.loop import AgentLoop
     from beacon.engines.hf import HFEngine
 
     device = str(parts.policy.accelerator.device)
-    with contextlib.ExitStack() as stack:
-        engine = HFEngine(cfg.teacher.path, device=device, batch_size=cfg.rollout.batch_size)
-        stack.callback(engine.close)
-        agent = stack.enter_context(
-            AgentLoop(engine, sandbox, cfg.rollout.agent, store=parts.store)
+    engine = HFEngine(cfg.teacher.path, device=device, batch_size=rollout.batch_size)
+    sandbox = parts.rollouts.loop.sandbox
+    with AgentLoop(engine, sandbox, rollout.agent, store=parts.store) as agent:
+        rollouts = Rollouts(
+            agent, parts.rollouts.bench, rollout.group_size, cfg.train.seed, rollout.concurrency
         )
-        rollout = cfg.rollout
-        bench = parts.rollouts.bench
-        rollouts = Rollouts(agent, bench, rollout.group_size, cfg.train.seed, rollout.concurrency)
-        teacher_check(parts, cfg.teacher_check, rollouts)
+        try:
+            teacher_check(parts, cfg.teacher_check, rollouts)
+        finally:
+            engine.close()
 
 
 def run_opd(cfg: OPDConfig, resume: bool = False) -> TrainState:
@@ -156,7 +154,7 @@ def run_opd(cfg: OPDConfig, resume: bool = False) -> TrainState:
     with contextlib.ExitStack() as stack:
         parts = build_parts(cfg, accelerator, run_dir, stack)
         student = parts.student.model
-        check_teacher(parts, parts.rollouts.loop.sandbox)
+        check_teacher(parts)
         state = loop.run(
             parts.policy,
             cfg.train,

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from beacon.jsonl import JsonlWriter
 from beacon.revue import (
     WEIGHTINGS,
     AdoptedTarget,
@@ -356,12 +357,7 @@ def all_reduce_gradients(accelerator: Any, model: torch.nn.Module) -> None:
 
 def _append(path: Path, records: list[dict[str, Any]]) -> None:
     """One durable append of the step's records (a torn last line is cut on resume)."""
-    from beacon.eval.records import JsonlWriter
-
-    if not records:
-        return
-    writer = JsonlWriter(path)
-    try:
+    if records:
+        writer = JsonlWriter(path)
         writer.write("\n".join(json.dumps(r) for r in records))
-    finally:
         writer.close()

@@ -34,12 +34,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from beacon.data.records import StageSummary, write_atomic, write_jsonl_atomic
+from beacon.data.records import StageSummary
 from beacon.data.stages import expert_drop_reason, run_trajectories, tag
 from beacon.engines.config import EngineConfig
 from beacon.engines.registry import check_model
 from beacon.errors import UserError
 from beacon.eval.config import EvalConfig
+from beacon.jsonl import write_atomic, write_jsonl_atomic
 from beacon.train.core.rundir import check_run_dir, write_config
 from beacon.train.rft.config import RFT_OPERATIONAL_KEYS, RFTConfig
 from beacon.train.sft.config import DataConfig, SFTConfig

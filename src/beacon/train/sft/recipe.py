@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from beacon.jsonl import read_jsonl
 from beacon.train.core import loop
 from beacon.train.core.checkpoint import TrainState
 from beacon.train.core.collate import ModelBatch, PixelCache, collate, plan_buckets, plan_padded
@@ -42,16 +43,14 @@ class SFTData:
 
 
 def read_trajectories(paths: Sequence[str]) -> list[Trajectory]:
-    """Trajectories from JSONL files (a line may also wrap one as {"trajectory": {...}})."""
+    """Trajectories from JSONL files (a line may also wrap one as {"trajectory": {...}}), under
+    `beacon.jsonl`'s bad-line policy."""
     out = []
     for path in paths:
-        for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
-            if not line.strip():
-                continue
-            data = json.loads(line)
-            data = data.get("trajectory", data)
+        for n, row in enumerate(read_jsonl(Path(path)), 1):
+            data = row.get("trajectory", row)
             if not isinstance(data, dict) or "segments" not in data:
-                raise ValueError(f"{path}:{n} is not a trajectory (no 'segments' key)")
+                raise ValueError(f"{path}: record {n} is not a trajectory (no 'segments' key)")
             out.append(Trajectory.from_dict(data))
     return out
 
