@@ -45,8 +45,8 @@ What is not covered:
 
 1. Width. The crossed draws count the seed x item interaction (items some seeds solve and others
    do not) about 2.3 times with 3 seeds (`beacon.metrics.bootstrap`, Owen 2007): the interval
-   errs wide: 96.5% in the simulation, 98.9% in a variant of it with weak item effects (success
-   probabilities uniform in [0.1, 0.9]) and no seed shifts.
+   errs wide: 96.5% in the simulation, and wider still where seeds disagree on many items and
+   share little item effect.
    The seed level, on the other hand, can only redraw the seeds there are: with 3 its spread is
    2/3 of the seeds' variance ((S − 1)/S), so where whole-seed shifts dominate the interval can
    be too narrow. A variant with one run holds no training noise: its interval is the items'.
