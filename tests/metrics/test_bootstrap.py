@@ -7,7 +7,13 @@ import math
 import numpy as np
 import pytest
 
-from beacon.metrics import adaptivity, item_outcomes, percentile_ci, resample_weights
+from beacon.metrics import (
+    adaptivity,
+    item_outcomes,
+    percentile_ci,
+    resample_weights,
+    two_level_weights,
+)
 from beacon.metrics.adaptivity import adaptivity_arrays
 
 
@@ -53,3 +59,31 @@ def test_percentile_ci_by_hand():
 def test_percentile_ci_all_nan():
     low, high = percentile_ci(np.array([np.nan, np.nan]))
     assert math.isnan(low) and math.isnan(high)
+
+
+def test_two_level_weights_are_products_of_seed_and_item_counts():
+    seeds = resample_weights(3, 4, np.random.default_rng(0))
+    items = resample_weights(5, 4, np.random.default_rng(1))
+    w = two_level_weights(seeds, items)
+    assert w.shape == (4, 15)
+    assert np.all(w.sum(axis=1) == 15)  # (Σ s)(Σ c) = S·N
+    for b in range(4):
+        for j in range(3):
+            assert np.array_equal(w[b, j * 5 : (j + 1) * 5], seeds[b, j] * items[b])
+
+
+def test_two_level_weights_equal_resampling_seeds_and_one_item_multiset():
+    """The weighted mean equals the mean of the table y[drawn seeds][:, drawn items]."""
+    y = np.random.default_rng(2).random((3, 6))
+    seed_idx = np.array([[2, 2, 0], [1, 0, 1]])
+    item_idx = np.array([[0, 0, 5, 3, 3, 1], [4, 4, 4, 2, 1, 0]])
+    seeds = np.stack([np.bincount(row, minlength=3) for row in seed_idx]).astype(float)
+    items = np.stack([np.bincount(row, minlength=6) for row in item_idx]).astype(float)
+    weighted = two_level_weights(seeds, items) @ y.ravel() / 18
+    explicit = [y[s][:, i].mean() for s, i in zip(seed_idx, item_idx, strict=True)]
+    assert weighted == pytest.approx(explicit, abs=1e-12)
+
+
+def test_two_level_weights_need_as_many_seed_draws_as_item_draws():
+    with pytest.raises(ValueError, match="same number of resamples"):
+        two_level_weights(np.ones((3, 2)), np.ones((4, 5)))

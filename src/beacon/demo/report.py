@@ -2,8 +2,16 @@
 
 Every number is read back from the stage folders (eval `samples.jsonl`, training
 `metrics.jsonl`), so the report can be rewritten at any time from a finished or partial demo.
-The "findings" lines compare each arm with the paper's expected direction and say plainly when
-the intervals cannot tell them apart.
+Paths in it are relative to the demo folder (`demo_path`), whichever machine ran the demo.
+
+The "findings" lines test a paper's claim on the paired difference of two variants on the same
+items (`beacon.demo.stats.paired_difference`): "reproduced" or "the opposite of the paper" only
+when the difference's 95% interval excludes 0, "no evidence of a difference" when it contains 0
+(`finding`). A new section renders a comparison with `comparison_line`, e.g.
+"Δ MA +NAAR − accuracy-only = +0.27 [+0.19, +0.35]: reproduced", and states claims as `Claim`s
+rendered by `DemoReport.findings`. Where two reported metrics are one number
+(`beacon.demo.stats.SAME_NUMBER`: harm = 1 − Text-Retain), a claim tests one of them and names
+the other.
 """
 
 from __future__ import annotations
@@ -11,6 +19,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +29,12 @@ from matplotlib.figure import Figure
 
 from beacon.demo.config import DemoConfig
 from beacon.demo.stages import OPD_VARIANTS, DemoStages
-from beacon.demo.stats import Interval, direct_answer_push, variant_metrics
+from beacon.demo.stats import (
+    Interval,
+    direct_answer_push,
+    paired_difference,
+    variant_metrics,
+)
 
 PREMISE_DIRECT_SHARE = 0.1
 """Share of sampled rollouts on an easy item that answer directly, in the NAAR-premise paragraph
@@ -47,17 +61,45 @@ ARM_LABELS = {
     "naar_hgce": "+NAAR +HGCE",
 }
 
-EXPECTED = (
-    ("naar", "mode_adaptiveness", +1, "NAAR raises MA"),
-    ("naar", "p_tool_easy_design", -1, "NAAR cuts tool use on easy items"),
-    ("naar", "text_retain", +1, "NAAR raises Text-Retain"),
-    ("naar", "harm", -1, "NAAR lowers harm"),
-    ("naar", "acc_tool_hard_design", 0, "NAAR keeps hard-item accuracy"),
-    ("hgce", "gain", +1, "HGCE raises gain"),
-    ("hgce", "acc_tool_hard_design", +1, "HGCE raises hard-item accuracy"),
-    ("naar_hgce", "mode_adaptiveness", +1, "NAAR + HGCE raises MA"),
+
+@dataclass(frozen=True)
+class Claim:
+    """A paper's claim about `variant` against `baseline` (report labels) on one metric."""
+
+    variant: str
+    baseline: str
+    metric: str
+    direction: int
+    """+1 / -1: the paper has the metric higher / lower in `variant`; 0: the paper has it
+    unchanged (no interval can show that: the finding then says whether it moved)."""
+    text: str
+
+
+BASELINE = ARM_LABELS["accuracy"]
+RL_CLAIMS = (
+    Claim(ARM_LABELS["naar"], BASELINE, "mode_adaptiveness", +1, "NAAR raises MA"),
+    Claim(ARM_LABELS["naar"], BASELINE, "p_tool_easy_design", -1, "NAAR cuts easy* tool use"),
+    Claim(
+        ARM_LABELS["naar"],
+        BASELINE,
+        "text_retain",
+        +1,
+        "NAAR raises Text-Retain (lowers harm = 1 − Text-Retain)",
+    ),
+    Claim(ARM_LABELS["naar"], BASELINE, "acc_tool_hard_design", 0, "NAAR keeps hard* accuracy"),
+    Claim(ARM_LABELS["hgce"], BASELINE, "gain", +1, "HGCE raises gain"),
+    Claim(ARM_LABELS["hgce"], BASELINE, "acc_tool_hard_design", +1, "HGCE raises hard* accuracy"),
+    Claim(ARM_LABELS["naar_hgce"], BASELINE, "mode_adaptiveness", +1, "NAAR + HGCE raises MA"),
 )
-"""(arm, metric, paper's direction vs accuracy-only, claim): what the findings check."""
+"""What the RL findings check, each against accuracy-only (beacon.md §4, the paper's ablation)."""
+
+STUDENT = "student (before)"
+OPD_CLAIMS = (
+    Claim("OPD vanilla", STUDENT, "acc_tool", +1, "vanilla OPD raises the student's accuracy"),
+    Claim("OPD revue", STUDENT, "acc_tool", +1, "ReVuE raises the student's accuracy"),
+    Claim("OPD revue", "OPD vanilla", "acc_tool", +1, "ReVuE beats vanilla OPD"),
+)
+"""What the ReVuE findings check: distillation helps the student, ReVuE more than vanilla OPD."""
 
 
 def read_summary(eval_dir: Path) -> dict:
@@ -93,14 +135,16 @@ class DemoReport:
         self.paths = DemoStages(cfg)
         self.root = Path(cfg.out)
         self.metrics: dict[str, dict[str, Interval]] = {}
+        self.runs: dict[str, list[list[dict]]] = {}
+        """Per label, one list of sample records per seed: what paired differences resample."""
 
     def evaluated(self, label: str, eval_names: Sequence[str]) -> bool:
         """Compute `label`'s metrics from its eval runs; False when one is missing."""
         dirs = [self.paths.eval_dir(name) for name in eval_names]
         if not dirs or not all((d / "summary.json").exists() for d in dirs):
             return False
-        runs = [read_jsonl(d / "samples.jsonl") for d in dirs]
-        self.metrics[label] = variant_metrics(runs, self.cfg.eval.bootstrap)
+        self.runs[label] = [read_jsonl(d / "samples.jsonl") for d in dirs]
+        self.metrics[label] = variant_metrics(self.runs[label], self.cfg.eval.bootstrap)
         return True
 
     def metric_rows(self, labels: Sequence[str]) -> list[list[str]]:
@@ -133,10 +177,17 @@ class DemoReport:
             f"{total:.1f} min ({c.jobs} GRPO / OPD jobs at once: their times overlap, the run "
             "took less; `beacon demo` prints its wall time).",
             "",
-            "Intervals are 95% bootstrap intervals over seeds and items (`beacon.demo.stats`). "
+            "Intervals are 95% bootstrap intervals: each resample draws the held-out items once, "
+            "for every seed and every variant, and each variant's seeds within it "
+            "(`beacon.demo.stats`). Findings compare two variants by the *paired* difference "
+            "on the same items (Δ, with its own 95% interval), not by whether the two intervals "
+            'in a table overlap: "reproduced" or "the opposite of the paper" only where the '
+            'interval of Δ excludes 0; "no evidence of a difference" where it contains 0, '
+            "which does not show that the two are equal. "
             "MA, TE, Δ_TE, gain, harm and Text-Retain use the model's own easy/hard split "
-            '(easy = solved without tools); "tool rate easy*" and "tool rate hard*" '
-            "(P[tool] on easy* / hard* items) use the items' design difficulty.",
+            '(easy = solved without tools; harm = 1 − Text-Retain); "tool rate easy*" and '
+            '"tool rate hard*" (P[tool] on easy* / hard* items) use the items\' design '
+            "difficulty.",
             "",
         ]
 
@@ -165,7 +216,7 @@ class DemoReport:
                 labels.append(ARM_LABELS.get(arm, arm))
         lines += table(["variant", *(name for _, name in TABLE_METRICS)], self.metric_rows(labels))
         lines += ["", *self.rl_training(), "", "### Findings against the paper's direction", ""]
-        lines += self.findings() or ["(an arm is missing: no comparison)"]
+        lines += self.findings(RL_CLAIMS) or ["(an arm is missing: no comparison)"]
         return [*lines, "", *self.naar_premise()]
 
     def naar_premise(self) -> list[str]:
@@ -233,16 +284,23 @@ class DemoReport:
         ]
         return ["GRPO training (summed over seeds):", "", *table(header, rows)]
 
-    def findings(self) -> list[str]:
-        base = self.metrics.get(ARM_LABELS["accuracy"])
-        if base is None:
-            return []
+    def findings(self, claims: Sequence[Claim]) -> list[str]:
+        """One line per claim whose two variants are evaluated, on their paired difference."""
         lines = []
-        for arm, key, direction, claim in EXPECTED:
-            other = self.metrics.get(ARM_LABELS[arm])
-            if other is None:
+        for claim in claims:
+            if claim.variant not in self.runs or claim.baseline not in self.runs:
                 continue
-            lines.append(f"- {claim}: {finding(base[key], other[key], direction)}")
+            difference = paired_difference(
+                self.runs[claim.variant],
+                self.runs[claim.baseline],
+                claim.metric,
+                self.cfg.eval.bootstrap,
+            )
+            a, b = (self.metrics[label][claim.metric] for label in (claim.variant, claim.baseline))
+            lines.append(
+                f"- {claim.text}: {claim.variant} {fmt(a.point)} vs {claim.baseline} "
+                f"{fmt(b.point)}: {finding(difference, claim.direction)}"
+            )
         return lines
 
     def revue(self) -> list[str]:
@@ -283,13 +341,18 @@ class DemoReport:
                     sparsity,
                 ]
             )
-        source = read_json(self.root / "opd" / "teacher.json").get("teacher", "?")
+        source = read_json(self.root / "opd" / "teacher.json").get("teacher")
         note = (
-            f"Teacher: `{source}` (the RL run with the best tool-mode accuracy) after "
-            f"{self.cfg.revue.teacher_steps} SFT steps on reflection-conditioned prompts "
-            "(`beacon.demo.teacher`); every variant distils from it."
+            f"Teacher: `{demo_path(source, self.root) if source else '?'}` (the RL run with the "
+            f"best tool-mode accuracy) after {self.cfg.revue.teacher_steps} SFT steps on "
+            "reflection-conditioned prompts (`beacon.demo.teacher`); every variant distils "
+            "from it."
         )
-        return [*lines, note, "", *table(header, rows), ""]
+        lines += [note, "", *table(header, rows), ""]
+        found = self.findings(OPD_CLAIMS)
+        if found:
+            lines += ["### Findings against the paper's direction", "", *found, ""]
+        return lines
 
     def response_tokens(self, label: str) -> float:
         name = {"student (before)": "student", "teacher": "teacher"}.get(
@@ -446,18 +509,74 @@ def sampled_tool_trend(logs: Sequence[Sequence[Mapping]], window: int = 10) -> s
     return f"{np.mean(curve[:window]):.2f} -> {np.mean(curve[-window:]):.2f}"
 
 
-def finding(base: Interval, other: Interval, direction: int) -> str:
-    """One sentence: the arm against accuracy-only, and whether it goes the paper's way."""
-    if math.isnan(base[0]) or math.isnan(other[0]):
-        return f"{fmt(other)} vs {fmt(base)}: undefined, not tested"
-    text = f"{fmt(other)} vs {fmt(base)} (accuracy-only)"
-    overlap = not (other[1] > base[2] or other[2] < base[1])
+def verdict(difference: Interval, direction: int | None = None) -> str:
+    """What a paired difference A − B shows about a claim that A is higher (`direction` +1),
+    lower (-1) or unchanged (0), or, with no claim (None), about A against B.
+
+    Only an interval that excludes 0 is evidence: one that contains 0 is "no evidence of a
+    difference", never "kept" (no interval shows that two metrics are equal).
+    """
+    if math.isnan(difference.point) or math.isnan(difference.low):
+        return "not tested"
+    if not difference.excludes_zero:
+        return "no evidence of a difference"
+    went = 1 if difference.low > 0 else -1
+    if direction is None:
+        return "higher" if went > 0 else "lower"
     if direction == 0:
-        return f"{text}: {'kept (intervals overlap)' if overlap else 'changed: not reproduced'}"
-    went = np.sign(other[0] - base[0])
-    if overlap:
-        return f"{text}: intervals overlap, not distinguishable at this size"
-    return f"{text}: {'reproduced' if went == direction else 'the opposite of the paper'}"
+        return "changed, not reproduced"
+    return "reproduced" if went == direction else "the opposite of the paper"
+
+
+def fmt_difference(difference: Interval) -> str:
+    """`+0.27 [+0.19, +0.35]`: a difference and its interval, signed."""
+    point, low, high = difference
+    if math.isnan(point):
+        return "n/a"
+    return f"{point:+.2f}" if math.isnan(low) else f"{point:+.2f} [{low:+.2f}, {high:+.2f}]"
+
+
+def finding(difference: Interval, direction: int) -> str:
+    """The verdict on a paper's claim with the paired difference it rests on."""
+    if math.isnan(difference.point):
+        return "undefined, not tested"
+    if math.isnan(difference.low):
+        return f"not tested (Δ = {difference.point:+.2f}, no interval: eval.bootstrap=0)"
+    side = "excludes" if difference.excludes_zero else "contains"
+    return (
+        f"{verdict(difference, direction)} (Δ = {difference.point:+.2f}, 95% CI "
+        f"[{difference.low:+.2f}, {difference.high:+.2f}] {side} 0)"
+    )
+
+
+def comparison_line(
+    metric: str, label_a: str, label_b: str, difference: Interval, direction: int | None = None
+) -> str:
+    """`Δ MA +NAAR − accuracy-only = +0.27 [+0.19, +0.35]: reproduced`.
+
+    `difference` is `paired_difference(runs_a, runs_b, ...)`; `direction` the paper's claim
+    (`verdict`), None for a comparison the paper makes no claim about.
+    """
+    return (
+        f"Δ {metric} {label_a} − {label_b} = {fmt_difference(difference)}: "
+        f"{verdict(difference, direction)}"
+    )
+
+
+def demo_path(path: str | Path, root: Path) -> str:
+    """`path` as report.md names it: relative to the demo folder `root`.
+
+    Stages record absolute paths of the machine that ran them. A path outside `root` (recorded
+    before the folder moved) is named by its longest tail that exists in `root`, else by its
+    last part.
+    """
+    path = Path(path)
+    if not path.is_absolute():
+        return path.as_posix()
+    if path.is_relative_to(root):
+        return path.relative_to(root).as_posix()
+    tails = (Path(*path.parts[start:]) for start in range(1, len(path.parts)))
+    return next((t.as_posix() for t in tails if (root / t).exists()), path.name)
 
 
 def read_json(path: Path) -> dict:

@@ -20,7 +20,7 @@ from beacon.metrics.adaptivity import (
     tool_effect,
 )
 from beacon.metrics.agreement import ConfusionMatrix, agreement, cohens_kappa, confusion_matrix
-from beacon.metrics.bootstrap import percentile_ci, resample_weights
+from beacon.metrics.bootstrap import percentile_ci, resample_weights, two_level_weights
 from beacon.metrics.records import MODE_STATS, RATE_STATS, dedupe, mode_stats, pair_modes
 from beacon.metrics.summary import Section, Summary, jsonable, summarize
 
@@ -47,4 +47,5 @@ __all__ = [
     "summarize",
     "text_retain",
     "tool_effect",
+    "two_level_weights",
 ]

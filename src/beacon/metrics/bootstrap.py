@@ -8,6 +8,16 @@ loops. Resamples are generated in chunks so memory stays at ``chunk × N`` float
 The interval is the plain percentile interval (2.5th and 97.5th percentile of the B resampled
 values for 95 %). Resamples where a metric is undefined (e.g. no easy item drawn) are ignored
 for that metric; if all are, its interval is (NaN, NaN).
+
+Two crossed factors (`two_level_weights`): when several runs (training seeds) are evaluated on the
+same items, a resample draws the items once, for every run, and the runs as a second level; the
+(run, item) pair then weighs (times its run was drawn) x (times its item was drawn). Drawing the
+items again within each run would treat the runs' shared items as independent samples and
+average the item effect away (too narrow an interval). The crossed scheme errs the other way,
+and only by a little: in the variance of a mean over S runs and N items it counts the run x item
+interaction (1 - 1/N) + (1 - 1/S) + (1 - 1/S)(1 - 1/N) times instead of once, 2.3 times with
+S = 3 (Owen 2007, "The pigeonhole bootstrap", Ann. Appl. Stat. 1(2)), so it is wider than needed
+where the runs disagree item by item.
 """
 
 from __future__ import annotations
@@ -35,6 +45,22 @@ def resample_weights(n_items: int, n_resamples: int, rng: np.random.Generator) -
     offsets = np.arange(n_resamples)[:, None] * n_items
     counts = np.bincount((draws + offsets).ravel(), minlength=n_resamples * n_items)
     return counts.reshape(n_resamples, n_items).astype(float)
+
+
+def two_level_weights(seed_counts: np.ndarray, item_counts: np.ndarray) -> np.ndarray:
+    """Weights w[b, j·N + i] = s[b, j] · c[b, i] of (seed j, item i) pairs, shape [B, S·N].
+
+    seed_counts [B, S] and item_counts [B, N] are `resample_weights` draws: seeds and items with
+    replacement, the same item counts for every seed (module docstring). Rows are seed-major, so
+    they line up with values stacked seed by seed; each row sums to S·N.
+    """
+    n_resamples = seed_counts.shape[0]
+    if item_counts.shape[0] != n_resamples:
+        raise ValueError(
+            f"seed_counts has {n_resamples} resamples and item_counts {item_counts.shape[0]}: "
+            "draw both for the same number of resamples."
+        )
+    return (seed_counts[:, :, None] * item_counts[:, None, :]).reshape(n_resamples, -1)
 
 
 def bootstrap_distribution(
