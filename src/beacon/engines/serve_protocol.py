@@ -134,15 +134,15 @@ def parse_chat_request(raw: bytes, settings: ServeSettings, engine: Engine) -> P
     except ValidationError as exc:
         raise BadRequest(_validation_message(exc)) from None
     _check_options(body)
-    max_tokens = body.max_completion_tokens or body.max_tokens
-    if max_tokens is not None and max_tokens > settings.max_tokens_limit:
+    asked = body.max_completion_tokens or body.max_tokens
+    if asked is not None and asked > settings.max_tokens_limit:
         raise BadRequest(
-            f"max_tokens={max_tokens} is over this server's limit of {settings.max_tokens_limit} "
+            f"max_tokens={asked} is over this server's limit of {settings.max_tokens_limit} "
             "(beacon serve --max-tokens-limit)"
         )
     images = _decode_images(body.messages, settings)
     messages = _engine_messages(body.messages, images)
-    sampling = _sampling(body, max_tokens)
+    sampling = _sampling(body, asked or min(DEFAULT_MAX_TOKENS, settings.max_tokens_limit))
     request = GenerationRequest(
         messages, sampling, continue_final_message=body.continue_final_message
     )
@@ -150,7 +150,9 @@ def parse_chat_request(raw: bytes, settings: ServeSettings, engine: Engine) -> P
         request.prompt_ids = _prompt_ids(engine.tokenizer, request, images)
         request.images = images
         context = settings.max_model_len or getattr(engine, "max_model_len", None)
-        sampling.max_new_tokens = _fit_context(len(request.prompt_ids), max_tokens, context)
+        sampling.max_new_tokens = _fit_context(
+            len(request.prompt_ids), sampling.max_new_tokens, asked is None, context
+        )
     return ParsedChat(request, body)
 
 
@@ -183,12 +185,12 @@ def _stops(body: ChatCompletionRequest) -> list[str]:
     return [body.stop] if isinstance(body.stop, str) else list(body.stop or [])
 
 
-def _sampling(body: ChatCompletionRequest, max_tokens: int | None) -> SamplingParams:
+def _sampling(body: ChatCompletionRequest, max_tokens: int) -> SamplingParams:
     return SamplingParams(
         temperature=body.temperature if body.temperature >= GREEDY_BELOW else 0.0,
         top_p=body.top_p,
         top_k=max(body.top_k, 0),
-        max_new_tokens=max_tokens or DEFAULT_MAX_TOKENS,
+        max_new_tokens=max_tokens,
         stop=_stops(body),
         seed=body.seed,
         logprobs=True,
@@ -280,17 +282,18 @@ def _prompt_ids(
         raise BadRequest(f"cannot build the prompt: {exc}") from None
 
 
-def _fit_context(prompt_tokens: int, max_tokens: int | None, context: int | None) -> int:
-    """`max_tokens` (the default when None) checked against the model's context length."""
+def _fit_context(prompt_tokens: int, max_tokens: int, defaulted: bool, context: int | None) -> int:
+    """`max_tokens` checked against the model's context length; a default (the client gave
+    none) shrinks to the room left, as vLLM's does."""
     if context is None:
-        return max_tokens or DEFAULT_MAX_TOKENS
+        return max_tokens
     if prompt_tokens >= context:
         raise BadRequest(
             f"the prompt is {prompt_tokens} tokens; this model's maximum context length is "
             f"{context} tokens (beacon serve --max-model-len)"
         )
-    if max_tokens is None:
-        return min(DEFAULT_MAX_TOKENS, context - prompt_tokens)
+    if defaulted:
+        return min(max_tokens, context - prompt_tokens)
     if prompt_tokens + max_tokens > context:
         raise BadRequest(
             f"This model's maximum context length is {context} tokens. However, you requested "
