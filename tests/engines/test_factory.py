@@ -45,3 +45,14 @@ def test_vllm_token_prompt_collapses_each_image_run():
         "multi_modal_data": {"image": ["a", "b", "c"]},
     }
     assert vllm_token_prompt([1, 2], [], pad) == {"prompt_token_ids": [1, 2]}
+
+
+def test_openai_engine_config_takes_the_key_from_openai_api_key(monkeypatch):
+    """engine.api_key, else OPENAI_API_KEY (as its description says)."""
+    from beacon.engines.config import EngineConfig
+    from beacon.engines.registry import build_engine
+
+    monkeypatch.setenv("OPENAI_API_KEY", "from-env")
+    settings = {"name": "openai", "model": "served", "base_url": "http://127.0.0.1:1/v1"}
+    assert build_engine(EngineConfig(**settings)).api_key == "from-env"
+    assert build_engine(EngineConfig(**settings, api_key="given")).api_key == "given"

@@ -198,7 +198,7 @@ def test_update_weights_zero_gives_uniform_logprobs(tiny_dir):
     # all-zero weights give all-zero logits: every token has probability 1 / vocab
     assert len(result.logprobs) == len(result.token_ids) > 0
     assert result.logprobs == pytest.approx([-math.log(vocab)] * len(result.logprobs), abs=1e-6)
-    with pytest.raises(KeyError, match="not a parameter"):
+    with pytest.raises(ValueError, match="not a weight of this model"):
         engine.update_weights([("no.such.weight", torch.zeros(1))])
 
 

@@ -153,7 +153,7 @@ def test_models_and_health(served):
 @pytest.mark.parametrize(
     ("body", "message"),
     [
-        ({"messages": []}, "non-empty list"),
+        ({"messages": []}, "messages: List should have at least 1 item"),
         ({"messages": [{"role": "user", "content": "q"}], "n": 2}, "n=2"),
         (
             {"messages": [{"role": "user", "content": "q"}], "continue_final_message": True},

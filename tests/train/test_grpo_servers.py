@@ -18,6 +18,7 @@ import torch
 from beacon.engines.base import GenerationRequest, SamplingParams
 from beacon.engines.hf import HFEngine
 from beacon.engines.openai import OpenAIEngine
+from beacon.engines.weights import WeightSpec
 from beacon.train.core.checkpoint import latest_checkpoint
 from beacon.train.core.metrics import read_metrics
 from beacon.train.grpo import run_grpo
@@ -27,6 +28,7 @@ from .grpo_helpers import choice_processor, grpo_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVE_WORKER = Path(__file__).with_name("serve_worker.py")
+API_KEY = "grpo-test-key"
 
 
 def _free_port() -> int:
@@ -50,7 +52,12 @@ def _wait_healthy(urls: list[str], procs: list[subprocess.Popen], seconds: float
 
 
 @pytest.mark.slow
-def test_grpo_on_two_servers_pushes_the_new_weights(tiny_model_path: Path, tmp_path: Path) -> None:
+def test_grpo_on_two_servers_pushes_the_new_weights(
+    tiny_model_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The servers run as they should beyond one machine: with an API key (from
+    BEACON_API_KEY) and weight updates on; the trainer sends the key it reads from
+    rollout.server_api_key_env with every request and push."""
     ports = [_free_port(), _free_port()]
     urls = [f"http://127.0.0.1:{p}/v1" for p in ports]
     env = {
@@ -58,6 +65,8 @@ def test_grpo_on_two_servers_pushes_the_new_weights(tiny_model_path: Path, tmp_p
         "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
     }
     env["OMP_NUM_THREADS"] = "1"
+    env["BEACON_API_KEY"] = API_KEY
+    monkeypatch.setenv("ROLLOUT_KEY", API_KEY)
     procs = [
         subprocess.Popen(
             [
@@ -71,6 +80,7 @@ def test_grpo_on_two_servers_pushes_the_new_weights(tiny_model_path: Path, tmp_p
                 "beacon",
                 "--batch-size",
                 "8",
+                "--allow-weight-updates",
             ],
             env=env,
             stdout=subprocess.DEVNULL,
@@ -80,8 +90,11 @@ def test_grpo_on_two_servers_pushes_the_new_weights(tiny_model_path: Path, tmp_p
     ]
     try:
         _wait_healthy(urls, procs, 180)
+        for url in urls:  # the key is required: nothing is answered without it
+            assert httpx.get(f"{url}/models", timeout=10).status_code == 401
         settings = grpo_settings(tmp_path / "run", max_steps=1)
         settings["rollout"]["servers"] = urls
+        settings["rollout"]["server_api_key_env"] = "ROLLOUT_KEY"
         run_grpo(GRPOConfig.model_validate(settings))
         rows = read_metrics(tmp_path / "run" / "metrics.jsonl")
         assert any(m["sequences"] > 0 and m["grad_norm"] > 0 for m in rows)
@@ -100,7 +113,9 @@ def test_grpo_on_two_servers_pushes_the_new_weights(tiny_model_path: Path, tmp_p
             torch.tensor(expected.logprobs), torch.tensor(before.logprobs), atol=1e-3
         )
         for url in urls:
-            client = OpenAIEngine(base_url=url, model="beacon", tokenizer=trained.tokenizer)
+            client = OpenAIEngine(
+                base_url=url, model="beacon", api_key=API_KEY, tokenizer=trained.tokenizer
+            )
             got = client.generate([request])[0]
             client.close()
             assert got.token_ids == expected.token_ids
@@ -126,7 +141,10 @@ class _Engine:
         if accepts:
             self.load_weights = self._load
 
-    def _load(self, tensors: dict[str, torch.Tensor]) -> int:
+    def weight_specs(self) -> dict[str, WeightSpec]:
+        return {name: WeightSpec((2, 3), torch.float32) for name in ("a.weight", "tied.weight")}
+
+    def _load(self, tensors: dict[str, torch.Tensor], exact_dtype: bool) -> int:
         self.received = dict(tensors)
         return len(tensors)
 
@@ -138,15 +156,21 @@ def test_update_weights_endpoint_takes_safetensors_and_refuses_the_rest() -> Non
     from fastapi.testclient import TestClient
 
     from beacon.engines.serve import create_app
+    from beacon.engines.serve_guard import ServeSettings
     from beacon.train.grpo.weight_sync import weights_payload
 
     weight = torch.arange(6, dtype=torch.float32).reshape(2, 3)
     state = {"a.weight": weight, "tied.weight": weight}  # shared storage travels as two entries
     engine = _Engine(accepts=True)
-    with TestClient(create_app(engine)) as client:
-        reply = client.post("/beacon/update_weights", content=weights_payload(state))
+    allowed = ServeSettings(allow_weight_updates=True)
+    binary = {"Content-Type": "application/octet-stream"}
+    with TestClient(create_app(engine, settings=allowed)) as client:
+        reply = client.post(
+            "/beacon/update_weights", content=weights_payload(state), headers=binary
+        )
         assert reply.status_code == 200 and reply.json() == {"updated": 2}
         assert torch.equal(engine.received["tied.weight"], weight)
-        assert client.post("/beacon/update_weights", content=b"not tensors").status_code == 400
-    with TestClient(create_app(_Engine(accepts=False))) as client:
-        assert client.post("/beacon/update_weights", content=b"").status_code == 501
+        reply = client.post("/beacon/update_weights", content=b"not tensors", headers=binary)
+        assert reply.status_code == 400
+    with TestClient(create_app(_Engine(accepts=False), settings=allowed)) as client:
+        assert client.post("/beacon/update_weights", content=b"", headers=binary).status_code == 501

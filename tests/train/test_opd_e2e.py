@@ -136,20 +136,26 @@ def test_opd_scripted_student_gets_complete_reflections(
 
 
 def test_opd_teacher_over_http_equals_in_process(
-    tiny_model_path: Path, teacher_path: Path, tmp_path: Path
+    tiny_model_path: Path, teacher_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """teacher.base_url: the same run with the teacher behind /v1/score gives the same numbers."""
+    """teacher.base_url: the same run with the teacher behind /v1/score gives the same numbers;
+    the teacher server wants an API key, which the client reads from teacher.api_key_env."""
+    import httpx
+
     from beacon.engines.serve import run_app_in_thread
     from beacon.train.opd.teacher import create_teacher_app
 
     local = settings(tiny_model_path, teacher_path, tmp_path / "local")
     local["train"]["max_steps"] = 1
     run_opd(OPDConfig.model_validate(local))
-    handle = run_app_in_thread(create_teacher_app(str(teacher_path)))
+    handle = run_app_in_thread(create_teacher_app(str(teacher_path), api_key="teacher-key"))
+    monkeypatch.setenv("TEACHER_KEY", "teacher-key")
     try:
+        assert httpx.post(f"{handle.base_url}/score", json={}).status_code == 401
         remote = settings(tiny_model_path, teacher_path, tmp_path / "remote")
         remote["train"]["max_steps"] = 1
         remote["teacher"]["base_url"] = handle.base_url
+        remote["teacher"]["api_key_env"] = "TEACHER_KEY"
         run_opd(OPDConfig.model_validate(remote))
     finally:
         handle.stop()

@@ -1,7 +1,8 @@
 """`beacon tiny make DIR` and `beacon serve --model PATH`.
 
 Heavy imports (torch, transformers, uvicorn) happen inside the commands so `beacon --help`
-stays fast.
+stays fast. `beacon serve` prints a warning before loading the model when it would listen
+beyond loopback without an API key.
 """
 
 from __future__ import annotations
@@ -9,6 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from pydantic import ValidationError
+
+from beacon.engines.serve_guard import API_KEY_ENV, ServeSettings, exposure_warning
 
 tiny_app = typer.Typer(
     no_args_is_help=True, help="Build tiny random Qwen-VL checkpoints offline (tests, demos)."
@@ -37,7 +41,9 @@ def make(
 
 def serve(
     model: str = typer.Option(..., "--model", help="Checkpoint folder (or hub id) to serve."),
-    host: str = typer.Option("127.0.0.1", "--host", help="Interface to listen on."),
+    host: str = typer.Option(
+        "127.0.0.1", "--host", help="Interface to listen on; others than loopback need --api-key."
+    ),
     port: int = typer.Option(8000, "--port", help="TCP port."),
     engine: str = typer.Option("hf", "--engine", help="Engine behind the server: hf or vllm."),
     device: str = typer.Option("cpu", "--device", help="cpu or cuda (hf engine)."),
@@ -45,8 +51,48 @@ def serve(
     served_model_name: str = typer.Option(
         None, "--served-model-name", help="Name clients use in 'model' (default: --model)."
     ),
+    api_key: str = typer.Option(
+        None,
+        "--api-key",
+        envvar=API_KEY_ENV,
+        help="Every route but /health needs 'Authorization: Bearer KEY'.",
+    ),
+    allowed_local_media_path: Path = typer.Option(
+        None,
+        "--allowed-local-media-path",
+        help="Folder whose files clients may name as images (file:// or paths); default none.",
+    ),
+    allow_weight_updates: bool = typer.Option(
+        False, "--allow-weight-updates", help="Accept POST /beacon/update_weights (RL sync)."
+    ),
+    max_body_bytes: int = typer.Option(
+        ServeSettings.model_fields["max_body_bytes"].default,
+        "--max-body-bytes",
+        help="Largest request body, and largest local image file (413 above).",
+    ),
+    max_model_len: int = typer.Option(
+        None, "--max-model-len", help="Prompt + max_tokens limit (default: the model's context)."
+    ),
+    max_tokens_limit: int = typer.Option(
+        ServeSettings.model_fields["max_tokens_limit"].default,
+        "--max-tokens-limit",
+        help="Most new tokens one request may ask for (400 above).",
+    ),
+    max_image_pixels: int = typer.Option(
+        ServeSettings.model_fields["max_image_pixels"].default,
+        "--max-image-pixels",
+        help="Pixels the images of one request may have together, checked before decoding.",
+    ),
+    chunk_tokens: int = typer.Option(
+        ServeSettings.model_fields["chunk_tokens"].default,
+        "--chunk-tokens",
+        help="New tokens a request generates before waiting requests get a turn; 0: whole.",
+    ),
 ) -> None:
-    """Serve a model over an OpenAI-compatible HTTP API (chat completions with images)."""
+    """Serve a model over an OpenAI-compatible HTTP API (chat completions with images).
+
+    The server trusts no client: see docs/engines.md, "Security".
+    """
     import uvicorn
 
     from beacon.engines import load_engine
@@ -54,7 +100,30 @@ def serve(
 
     if engine not in ("hf", "vllm"):
         raise typer.BadParameter(f"--engine {engine!r}: choose hf or vllm")
+    try:
+        settings = ServeSettings(
+            api_key=api_key,
+            allowed_local_media_path=allowed_local_media_path,
+            allow_weight_updates=allow_weight_updates,
+            max_body_bytes=max_body_bytes,
+            max_model_len=max_model_len,
+            max_tokens_limit=max_tokens_limit,
+            max_image_pixels=max_image_pixels,
+            chunk_tokens=chunk_tokens,
+        )
+    except ValidationError as exc:
+        raise typer.BadParameter(_settings_errors(exc)) from None
+    warning = exposure_warning(host, settings.api_key, settings.allow_weight_updates)
+    if warning is not None:
+        typer.secho(warning, err=True, fg=typer.colors.RED, bold=True)
     kwargs = {"device": device, "batch_size": batch_size} if engine == "hf" else {}
     backend = load_engine(engine, model, **kwargs)
-    app = create_app(backend, model_name=served_model_name or model, max_batch=batch_size)
+    app = create_app(backend, served_model_name or model, settings, max_batch=batch_size)
     uvicorn.run(app, host=host, port=port, log_level="info")
+
+
+def _settings_errors(exc: ValidationError) -> str:
+    """Pydantic's findings as `--flag: message` lines."""
+    return "; ".join(
+        f"--{str(error['loc'][0]).replace('_', '-')}: {error['msg']}" for error in exc.errors()
+    )

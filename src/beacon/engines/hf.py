@@ -62,6 +62,7 @@ from beacon.engines.batching import BatchingQueue
 from beacon.engines.patch_embed import linear_patch_embeddings
 from beacon.engines.scoring import ScoreRequest, ScoreResult
 from beacon.engines.tokenizer import HFTokenizer
+from beacon.engines.weights import WeightSpec, describe_problems, weight_problems, weight_specs
 from beacon.images import PerImage, Recent, pixel_key
 
 logger = logging.getLogger(__name__)
@@ -110,6 +111,10 @@ class HFEngine:
         self.logits_processors: list[LogitsProcessorLike] = list(logits_processors or [])
         self.tokenizer = HFTokenizer.from_pretrained(model_path)
         self.model = _load_model(self.model_path, self.device, dtype)
+        # prompt + new tokens the model has positions for; `beacon serve` refuses longer requests
+        self.max_model_len: int | None = getattr(
+            self.model.config.get_text_config(), "max_position_embeddings", None
+        )
         self._lock = threading.Lock()
         self._batch_wait_s = batch_wait_s
         self._queue: BatchingQueue | None = None
@@ -184,28 +189,36 @@ class HFEngine:
             out.append(ScoreResult(forced.tolist(), following.tolist()))
         return out
 
-    def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> int:
+    def update_weights(
+        self, named_tensors: Iterable[tuple[str, torch.Tensor]], exact_dtype: bool = False
+    ) -> int:
         """Copy trainer weights into the model by parameter name; returns how many were set.
 
-        Names are the model's `state_dict()` keys. An unknown name is an error (a silent
-        mismatch would leave the policy stale).
+        Names are the model's `state_dict()` keys. The whole push is checked first
+        (`beacon.engines.weights.weight_problems`: names, shapes, finite values, and dtypes
+        when `exact_dtype`), and a push with any problem raises ValueError with nothing copied:
+        a half-applied or broadcast update would leave a policy no trainer ever had. The copy
+        runs under the lock generation takes, so no batch sees half of it.
         """
+        tensors = dict(named_tensors)
         params = self.model.state_dict()
-        count = 0
+        problems = weight_problems(tensors, self.weight_specs(), exact_dtype)
+        if problems:
+            raise ValueError(describe_problems(problems))
         with self._lock, torch.no_grad():
-            for name, tensor in named_tensors:
-                if name not in params:
-                    raise KeyError(
-                        f"weight {name!r} is not a parameter of {self.model_path}; send the "
-                        f"names of model.state_dict() of the same architecture"
-                    )
+            for name, tensor in tensors.items():
                 params[name].copy_(tensor.to(params[name].device, params[name].dtype))
-                count += 1
-        return count
+        return len(tensors)
 
-    def load_weights(self, state_dict: Mapping[str, torch.Tensor]) -> int:
+    def load_weights(
+        self, state_dict: Mapping[str, torch.Tensor], exact_dtype: bool = False
+    ) -> int:
         """`update_weights` from a state dict."""
-        return self.update_weights(state_dict.items())
+        return self.update_weights(state_dict.items(), exact_dtype)
+
+    def weight_specs(self) -> dict[str, WeightSpec]:
+        """Name, shape and dtype of every weight a push may replace."""
+        return weight_specs(self.model)
 
     def close(self) -> None:
         if self._queue is not None:

@@ -14,6 +14,7 @@ call; nothing else names engines.
 
 from __future__ import annotations
 
+import os
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -176,7 +177,7 @@ def _openai_options(cfg: EngineConfig) -> dict[str, Any]:
         tokenizer = HFTokenizer.from_pretrained(source)
     return {
         "base_url": cfg.base_url,
-        "api_key": cfg.api_key,
+        "api_key": cfg.api_key or os.environ.get("OPENAI_API_KEY"),
         "tokenizer": tokenizer,
         "concurrency": cfg.concurrency,
         "timeout_s": cfg.timeout_s,

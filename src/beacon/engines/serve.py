@@ -3,15 +3,22 @@
 It speaks the subset of vLLM's protocol that Beacon's `openai` engine, judges and critics use,
 so they can be tested over real HTTP on CPU, and so a user without a GPU can serve a small model:
 
-- `POST /v1/chat/completions`: messages with text and `image_url` parts (base64 data URLs),
-  `temperature`, `top_p`, `top_k`, `max_tokens` / `max_completion_tokens`, `stop`, `seed`,
-  `n=1`, `logprobs` + `top_logprobs`, and vLLM's extensions `continue_final_message`,
-  `add_generation_prompt`, `return_token_ids` (adds `prompt_token_ids` to the response and
-  `token_ids` to each choice), `skip_special_tokens`, `include_stop_str_in_output`.
+- `POST /v1/chat/completions`: messages with text and `image_url` parts (base64 data URLs;
+  local files only below `--allowed-local-media-path`), `temperature`, `top_p`, `top_k`,
+  `max_tokens` / `max_completion_tokens`, `stop`, `seed`, `n=1`, `logprobs` + `top_logprobs`,
+  and vLLM's extensions `continue_final_message`, `add_generation_prompt`, `return_token_ids`
+  (adds `prompt_token_ids` to the response and `token_ids` to each choice),
+  `skip_special_tokens`, `include_stop_str_in_output`. The protocol and its validation are
+  `beacon.engines.serve_protocol`.
 - `GET /v1/models`, `GET /health`.
-- `POST /beacon/update_weights` (RL weight sync, `beacon train grpo`): the body is a safetensors
-  state dict (never a pickle); the engine copies it in by parameter name between batches.
-  Engines without `load_weights` answer 501.
+- `POST /beacon/update_weights` (RL weight sync, `beacon train grpo`), only with
+  `--allow-weight-updates`: the body is an `application/octet-stream` safetensors state dict
+  (never a pickle), at most the size of the model's own; the push is checked whole (names,
+  shapes, dtypes, finite values) before any tensor is copied, and applied with no response in
+  flight, under the engine's generation lock. Engines that cannot check a push answer 501.
+
+Who may do what (`--api-key`, the caps) is `beacon.engines.serve_guard`; docs/engines.md,
+"Security", says what the server trusts.
 
 As in vLLM, a choice's `token_ids` and log-probs include the tokens of a matched stop string and
 the end-of-sequence token, while the message text leaves the stop string out unless
@@ -23,10 +30,10 @@ log-prob (vLLM's default `raw_logprobs`), so a served teacher gives top-K log-pr
 distillation. With `return_tokens_as_token_ids` every token reads "token_id:<id>".
 
 Concurrent requests are gathered into batches of up to the engine's batch size by one worker
-thread (`beacon.engines.batching.BatchingQueue`), so throughput scales with batching the way a
-real server's does.
+thread (`beacon.engines.batching.BatchingQueue`); long generations run in chunks so that short
+requests are not held for their whole length (`beacon.engines.sharing`).
 
-Not covered: streaming, `n > 1`, tools / `tool_choice`, response formats, authentication.
+Not covered: streaming, `n > 1`, tools / `tool_choice`, response formats.
 """
 
 from __future__ import annotations
@@ -36,7 +43,6 @@ import logging
 import socket
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -45,210 +51,43 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
-from beacon.engines.base import (
-    Engine,
-    GenerationRequest,
-    GenerationResult,
-    SamplingParams,
-)
+from beacon.engines.base import Engine
 from beacon.engines.batching import BatchingQueue
-from beacon.engines.tokenizer import is_image_part, message_images
+from beacon.engines.serve_guard import (
+    BadRequest,
+    BearerAuth,
+    PayloadTooLarge,
+    ServeSettings,
+    error_response,
+    read_body,
+)
+from beacon.engines.serve_protocol import chat_response, parse_chat_request
+from beacon.engines.sharing import WeightGate, generate_in_chunks
+from beacon.engines.weights import push_size_limit
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_MAX_TOKENS = 512
 _REQUEST_ERRORS = ("ValueError", "ImageError")
 """Engine errors caused by the request itself (answered 400, so clients do not retry them);
 any other engine error is a 500."""
-MAX_TOP_LOGPROBS = 20
 
 
-class BadRequest(ValueError):
-    """A request the server refuses with HTTP 400 and this message."""
-
-
-def parse_chat_request(body: Any) -> tuple[GenerationRequest, dict[str, Any]]:
-    """The engine request and the response options of one chat-completions body.
-
-    Raises BadRequest with a message naming the field and the allowed values.
-    """
-    if not isinstance(body, dict):
-        raise BadRequest("request body must be a JSON object")
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages:
-        raise BadRequest("'messages' must be a non-empty list of {role, content} objects")
-    for m in messages:
-        if not isinstance(m, dict) or "role" not in m:
-            raise BadRequest("each message must be an object with 'role' and 'content'")
-    n = body.get("n", 1)
-    if n != 1:
-        raise BadRequest(f"n={n} is not supported; this server returns one choice (n=1)")
-    continue_final = bool(body.get("continue_final_message", False))
-    add_prompt = body.get("add_generation_prompt", True)
-    if continue_final and add_prompt:
-        raise BadRequest(
-            "Cannot set both `continue_final_message` and `add_generation_prompt` to True."
-        )
-    sampling = _sampling(body)
-    top = body.get("top_logprobs") or 0
-    if not isinstance(top, int) or not 0 <= top <= MAX_TOP_LOGPROBS:
-        raise BadRequest(f"top_logprobs={top!r} must be an integer in [0, {MAX_TOP_LOGPROBS}]")
-    if top and not body.get("logprobs"):
-        raise BadRequest("top_logprobs needs logprobs: true (as in the OpenAI API)")
-    sampling.top_logprobs = top
-    try:
-        images = message_images(messages)
-    except (ValueError, KeyError, TypeError) as exc:
-        raise BadRequest(f"cannot read an image in 'messages': {exc}") from exc
-    request = GenerationRequest(
-        messages=_with_images(messages, images),
-        sampling=sampling,
-        continue_final_message=continue_final,
-    )
-    options = {
-        "model": body.get("model"),
-        "logprobs": bool(body.get("logprobs", False)),
-        "top_logprobs": top,
-        "return_token_ids": bool(body.get("return_token_ids", False)),
-        "skip_special_tokens": bool(body.get("skip_special_tokens", True)),
-        "include_stop_str_in_output": bool(body.get("include_stop_str_in_output", False)),
-        "return_tokens_as_token_ids": bool(body.get("return_tokens_as_token_ids", False)),
-    }
-    return request, options
-
-
-def _sampling(body: dict[str, Any]) -> SamplingParams:
-    max_tokens = body.get("max_completion_tokens") or body.get("max_tokens") or DEFAULT_MAX_TOKENS
-    stop = body.get("stop") or []
-    stop = [stop] if isinstance(stop, str) else stop
-    if not isinstance(stop, list) or not all(isinstance(s, str) and s for s in stop):
-        raise BadRequest("'stop' must be a non-empty string or a list of them")
-    try:
-        sampling = SamplingParams(
-            temperature=float(body.get("temperature", 1.0)),
-            top_p=float(body.get("top_p", 1.0)),
-            top_k=max(int(body.get("top_k", 0) or 0), 0),  # vLLM uses -1 for "off"
-            max_new_tokens=int(max_tokens),
-            stop=stop,
-            seed=None if body.get("seed") is None else int(body["seed"]),
-            logprobs=True,
-        )
-    except (TypeError, ValueError) as exc:
-        raise BadRequest(f"a sampling field has the wrong type: {exc}") from exc
-    if sampling.temperature < 0 or not 0 < sampling.top_p <= 1 or sampling.max_new_tokens < 1:
-        raise BadRequest(
-            f"need temperature >= 0 (got {sampling.temperature}), 0 < top_p <= 1 (got "
-            f"{sampling.top_p}) and max_tokens >= 1 (got {sampling.max_new_tokens})"
-        )
-    return sampling
-
-
-def _with_images(messages: list[dict[str, Any]], images: list[Any]) -> list[dict[str, Any]]:
-    """Messages whose image parts carry the decoded PIL images (so engines do not decode again)."""
-    remaining = iter(images)
-    out = []
-    for m in messages:
-        content = m.get("content")
-        if isinstance(content, list):
-            parts = []
-            for part in content:
-                if is_image_part(part):
-                    parts.append({"type": "image", "image": next(remaining)})
-                else:
-                    parts.append(part)
-            m = {**m, "content": parts}
-        out.append(m)
-    return out
-
-
-def chat_response(
-    result: GenerationResult, options: dict[str, Any], engine: Engine, model_name: str
-) -> dict[str, Any]:
-    """The OpenAI-shaped response body (with vLLM's extensions) for one engine result."""
-    tokenizer = engine.tokenizer
-    choice: dict[str, Any] = {
-        "index": 0,
-        "message": {"role": "assistant", "content": _content(result, options, tokenizer)},
-        "logprobs": None,
-        "finish_reason": result.finish_reason,
-        "stop_reason": result.stop_reason,
-    }
-    if options["logprobs"] and result.logprobs is not None:
-        choice["logprobs"] = {"content": _logprob_entries(result, options, engine)}
-    if options["return_token_ids"]:
-        choice["token_ids"] = result.token_ids
-    prompt_tokens = len(result.prompt_ids or [])
-    body: dict[str, Any] = {
-        "id": f"chatcmpl-{uuid.uuid4().hex}",
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": options.get("model") or model_name,
-        "choices": [choice],
-        "usage": {
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": len(result.token_ids),
-            "total_tokens": prompt_tokens + len(result.token_ids),
-        },
-    }
-    if options["return_token_ids"]:
-        body["prompt_token_ids"] = result.prompt_ids
-    return body
-
-
-def _content(result: GenerationResult, options: dict[str, Any], tokenizer: Any) -> str:
-    if tokenizer is None or not result.token_ids:
-        text = result.text
-    elif options["skip_special_tokens"]:
-        text = tokenizer.tokenizer.decode(result.token_ids, skip_special_tokens=True)
-    else:
-        text = tokenizer.decode(result.token_ids)
-    stop = result.stop_reason
-    if stop and not options["include_stop_str_in_output"] and stop in text:
-        text = text[: text.index(stop)]
-    return text
-
-
-def _logprob_entries(
-    result: GenerationResult, options: dict[str, Any], engine: Engine
-) -> list[dict[str, Any]]:
-    """One entry per generated token, with its `top_logprobs` alternatives (most likely
-    first; empty unless asked for)."""
-    tops = result.top_logprobs if options["top_logprobs"] else None
-    entries = []
-    for i, (token_id, logprob) in enumerate(
-        zip(result.token_ids, result.logprobs or [], strict=False)
-    ):
-        entry = _entry(token_id, logprob, options, engine)
-        alternatives = tops[i] if tops is not None and i < len(tops) else []
-        entry["top_logprobs"] = [
-            _entry(alt.token_id, alt.logprob, options, engine) for alt in alternatives
-        ]
-        entries.append(entry)
-    return entries
-
-
-def _entry(
-    token_id: int, logprob: float, options: dict[str, Any], engine: Engine
-) -> dict[str, Any]:
-    if options["return_tokens_as_token_ids"] or engine.tokenizer is None:
-        token = f"token_id:{token_id}"
-    else:
-        token = engine.tokenizer.decode([token_id])
-    return {"token": token, "logprob": logprob, "bytes": list(token.encode("utf-8"))}
-
-
-def error_body(message: str, status: int) -> dict[str, Any]:
-    kind = "BadRequestError" if status == 400 else "InternalServerError"
-    return {"error": {"message": message, "type": kind, "param": None, "code": status}}
-
-
-def create_app(engine: Engine, model_name: str = "beacon", max_batch: int | None = None) -> Any:
+def create_app(
+    engine: Engine,
+    model_name: str = "beacon",
+    settings: ServeSettings | None = None,
+    max_batch: int | None = None,
+) -> Any:
     """The FastAPI app serving `engine` under the name `model_name`."""
+    settings = settings or ServeSettings()
     batcher = BatchingQueue(
         engine.generate, max_batch or getattr(engine, "batch_size", 8), wait_s=0.005, name="serve"
     )
-    app = FastAPI(title="beacon serve")
+    gate = WeightGate()
+    app = FastAPI(title="beacon serve", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.batcher = batcher
+    if settings.api_key is not None:
+        app.add_middleware(BearerAuth, api_key=settings.api_key)
 
     @app.get("/health")
     async def health() -> Response:
@@ -261,36 +100,66 @@ def create_app(engine: Engine, model_name: str = "beacon", max_batch: int | None
 
     @app.post("/v1/chat/completions")
     async def chat(raw: Request) -> JSONResponse:
+        if _media_type(raw) != "application/json":
+            return error_response("send the body as Content-Type: application/json", 415)
         try:
-            body = await raw.json()
-        except ValueError:
-            return JSONResponse(error_body("request body is not valid JSON", 400), 400)
-        try:
-            request, options = parse_chat_request(body)
+            body = await read_body(raw, settings.max_body_bytes, "beacon serve --max-body-bytes")
+            parsed = await asyncio.to_thread(parse_chat_request, body, settings, engine)
+        except PayloadTooLarge as exc:
+            return error_response(str(exc), 413)
         except BadRequest as exc:
-            return JSONResponse(error_body(str(exc), 400), 400)
-        result = await batcher.submit(request)
+            return error_response(str(exc), 400)
+        async with gate.generating():
+            result = await generate_in_chunks(
+                batcher.submit, parsed.request, settings.chunk_tokens, engine.tokenizer
+            )
         if result.finish_reason == "error":
             status = 400 if (result.error or "").startswith(_REQUEST_ERRORS) else 500
-            return JSONResponse(error_body(f"generation failed: {result.error}", status), status)
-        return JSONResponse(chat_response(result, options, engine, model_name))
+            return error_response(f"generation failed: {result.error}", status)
+        return JSONResponse(chat_response(result, parsed.body, engine, model_name))
 
     @app.post("/beacon/update_weights")
     async def update_weights(raw: Request) -> JSONResponse:
-        load = getattr(engine, "load_weights", None)
-        if load is None:
-            message = f"engine {getattr(engine, 'name', '?')!r} cannot take new weights"
-            return JSONResponse(error_body(message, 501), 501)
-        from safetensors.torch import load as load_safetensors
-
+        if not settings.allow_weight_updates:
+            message = (
+                "weight updates are off on this server; start beacon serve with "
+                "--allow-weight-updates (and --api-key) to take RL weight pushes"
+            )
+            return error_response(message, 403)
+        load, specs = getattr(engine, "load_weights", None), getattr(engine, "weight_specs", None)
+        if load is None or specs is None:
+            message = f"engine {getattr(engine, 'name', '?')!r} cannot take checked weight pushes"
+            return error_response(message, 501)
+        if _media_type(raw) != "application/octet-stream":
+            message = "send the weights as Content-Type: application/octet-stream (safetensors)"
+            return error_response(message, 415)
         try:
-            tensors = load_safetensors(await raw.body())
-            count = await asyncio.to_thread(load, tensors)
-        except Exception as exc:  # a bad payload is the client's error, the server lives on
-            return JSONResponse(error_body(f"weight update failed: {exc}", 400), 400)
+            limit = push_size_limit(specs())
+            body = await read_body(raw, limit, "the size of the served model's state dict")
+            tensors = await asyncio.to_thread(_safetensors, body)
+            async with gate.updating():
+                count = await asyncio.to_thread(load, tensors, exact_dtype=True)
+        except PayloadTooLarge as exc:
+            return error_response(str(exc), 413)
+        except ValueError as exc:  # a bad payload is the client's error, the server lives on
+            return error_response(str(exc), 400)
         return JSONResponse({"updated": count})
 
     return app
+
+
+def _media_type(request: Request) -> str:
+    return request.headers.get("content-type", "").split(";")[0].strip().lower()
+
+
+def _safetensors(body: bytes) -> dict[str, Any]:
+    from safetensors import SafetensorError
+    from safetensors.torch import load
+
+    try:
+        return load(body)
+    except (SafetensorError, ValueError, RuntimeError) as exc:
+        raise ValueError(f"weight update refused: the body is not safetensors ({exc})") from None
 
 
 @dataclass
@@ -302,13 +171,17 @@ class ServerHandle:
 
 
 def serve_in_thread(
-    engine: Engine, model_name: str = "beacon", host: str = "127.0.0.1", port: int = 0
+    engine: Engine,
+    model_name: str = "beacon",
+    host: str = "127.0.0.1",
+    port: int = 0,
+    settings: ServeSettings | None = None,
 ) -> ServerHandle:
     """Serve `engine` on `host:port` (0 = a free port) from a daemon thread.
 
     Returns once the server accepts connections; `handle.stop()` shuts it down.
     """
-    app = create_app(engine, model_name)
+    app = create_app(engine, model_name, settings)
     return run_app_in_thread(app, host, port, on_stop=app.state.batcher.close)
 
 
@@ -345,9 +218,11 @@ def run_app_in_thread(
 
 
 @contextmanager
-def serving(engine: Engine, model_name: str = "beacon") -> Iterator[str]:
+def serving(
+    engine: Engine, model_name: str = "beacon", settings: ServeSettings | None = None
+) -> Iterator[str]:
     """`with serving(engine) as base_url:` runs the server for the block's duration."""
-    handle = serve_in_thread(engine, model_name)
+    handle = serve_in_thread(engine, model_name, settings=settings)
     try:
         yield handle.base_url
     finally:

@@ -221,7 +221,7 @@ def message_images(messages: Sequence[Message]) -> list[Image.Image]:
             if "image" in part:
                 images.append(load_image(part["image"]))
             else:
-                images.append(load_image(_data_url_bytes(part["image_url"])))
+                images.append(load_image(image_url_source(part["image_url"])))
     return images
 
 
@@ -230,7 +230,9 @@ def is_image_part(part: dict[str, Any]) -> bool:
     return part.get("type") in ("image", "image_url") or "image" in part or "image_url" in part
 
 
-def _data_url_bytes(image_url: Any) -> bytes | str:
+def image_url_source(image_url: Any) -> bytes | str:
+    """What an OpenAI `image_url` ({"url": ...} or the URL itself) points at: the bytes of a
+    base64 data URL, else a local path (a `file://` prefix removed). Network URLs are refused."""
     url = image_url["url"] if isinstance(image_url, dict) else str(image_url)
     if url.startswith("data:"):
         header, _, payload = url.partition(",")

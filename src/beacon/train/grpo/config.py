@@ -36,6 +36,11 @@ class RolloutConfig(_Strict):
     )
     server_model: str = Field("beacon", description="Served model name of the servers.")
     server_timeout_s: float = Field(300.0, gt=0, description="Per-request timeout on servers.")
+    server_api_key_env: str | None = Field(
+        None,
+        description="Environment variable holding the servers' API key (`beacon serve "
+        "--api-key`), sent with every request and weight push; None: no key.",
+    )
     hints: str | None = Field(
         None,
         description="HGCE hint cache: JSONL of {benchmark, sample_id, hint} rows (the data "

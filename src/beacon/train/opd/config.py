@@ -37,6 +37,9 @@ class TeacherConfig(_Strict):
         description="A teacher server (`beacon revue serve-teacher`, .../v1) scoring remotely; "
         "null runs the teacher in-process. teacher.path still names its tokenizer.",
     )
+    api_key_env: str | None = Field(
+        None, description="Environment variable holding the teacher server's API key."
+    )
     reencode_check: bool = Field(
         True,
         description="Re-encode the completion text with the teacher tokenizer and require the "

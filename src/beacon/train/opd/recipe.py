@@ -40,7 +40,8 @@ def make_teacher(cfg: OPDConfig, device: Any, tokenizer: Any, pixels: Any, store
     from beacon.train.opd.teacher import RemoteTeacher, load_teacher_model
 
     if cfg.teacher.base_url is not None:
-        return RemoteTeacher(cfg.teacher.base_url, store.get)
+        key = os.environ.get(cfg.teacher.api_key_env) if cfg.teacher.api_key_env else None
+        return RemoteTeacher(cfg.teacher.base_url, store.get, api_key=key)
     return SequenceScorer(load_teacher_model(cfg.teacher.path, device), tokenizer, pixels)
 
 

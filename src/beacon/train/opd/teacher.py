@@ -34,10 +34,13 @@ from beacon.train.core.encode import EncodedTrajectory
 class RemoteTeacher:
     """Client of a teacher server; `load_key` turns the sequence's image keys into images."""
 
-    def __init__(self, base_url: str, load_key: Any, timeout_s: float = 600.0) -> None:
+    def __init__(
+        self, base_url: str, load_key: Any, timeout_s: float = 600.0, api_key: str | None = None
+    ) -> None:
         self.url = base_url.rstrip("/") + "/score"
         self.load_key = load_key
-        self.client = httpx.Client(timeout=timeout_s)
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.client = httpx.Client(timeout=timeout_s, headers=headers)
 
     def teacher_scores(self, encoded: EncodedTrajectory, k: int, chunk_size: int) -> TeacherScores:
         images = [
@@ -78,10 +81,12 @@ def load_teacher_model(model_path: str, device: Any = "cpu") -> torch.nn.Module:
     return model.to(device).eval().requires_grad_(False)
 
 
-def create_teacher_app(model_path: str, device: str = "cpu") -> Any:
-    """A FastAPI app scoring sequences with the checkpoint at `model_path` (frozen, float32)."""
+def create_teacher_app(model_path: str, device: str = "cpu", api_key: str | None = None) -> Any:
+    """A FastAPI app scoring sequences with the checkpoint at `model_path` (frozen, float32);
+    with `api_key`, every route but /health needs it as a Bearer token."""
     from fastapi import FastAPI
 
+    from beacon.engines.serve_guard import BearerAuth
     from beacon.engines.tokenizer import HFTokenizer
     from beacon.train.core.collate import PixelCache
     from beacon.train.opd.score import SequenceScorer
@@ -91,7 +96,9 @@ def create_teacher_app(model_path: str, device: str = "cpu") -> Any:
     images: dict[str, Image.Image] = {}
     pixels = PixelCache(tokenizer.processor.image_processor, images.__getitem__)
     scorer = SequenceScorer(model, tokenizer, pixels)
-    app = FastAPI(title="beacon OPD teacher")
+    app = FastAPI(title="beacon OPD teacher", docs_url=None, redoc_url=None, openapi_url=None)
+    if api_key is not None:
+        app.add_middleware(BearerAuth, api_key=api_key)
 
     @app.post("/v1/score")
     def score(body: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,85 @@
+"""Checks on new weights before any of them is copied into a serving model.
+
+A weight push replaces the policy every later request samples from, so a bad one must change
+nothing: `weight_problems` looks at the whole push first — every name a parameter of the model,
+every shape equal (`copy_` would broadcast a 1-element tensor over a whole matrix), optionally
+every dtype equal, every value finite — and the engine copies only when it found none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import torch
+
+MAX_LISTED = 8
+"""Problems named one by one in an error; the rest are counted (a wrong checkpoint can have
+hundreds)."""
+
+HEADER_BYTES_PER_TENSOR = 256
+"""Room in a safetensors header for one entry beyond its name (dtype, shape, offsets as JSON)."""
+HEADER_SLACK = 4096
+"""Room for the header's `__metadata__` and its padding to 8 bytes."""
+
+
+@dataclass(frozen=True)
+class WeightSpec:
+    """What a pushed tensor must look like to replace one parameter or buffer."""
+
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+
+    @property
+    def nbytes(self) -> int:
+        return torch.Size(self.shape).numel() * self.dtype.itemsize
+
+
+def weight_specs(model: torch.nn.Module) -> dict[str, WeightSpec]:
+    """Shape and dtype of every entry of `model.state_dict()`, by name."""
+    return {
+        name: WeightSpec(tuple(tensor.shape), tensor.dtype)
+        for name, tensor in model.state_dict().items()
+    }
+
+
+def weight_problems(
+    tensors: Mapping[str, torch.Tensor], specs: Mapping[str, WeightSpec], exact_dtype: bool
+) -> list[str]:
+    """Everything wrong with `tensors` as new values for `specs` (empty when all is well).
+
+    `exact_dtype=False` lets a float tensor of another precision through (an in-process trainer
+    in float32 beside a bfloat16 engine; the copy casts); a push over HTTP must match exactly,
+    as the server's body cap is computed from the model's own dtypes.
+    """
+    problems = []
+    for name, tensor in tensors.items():
+        spec = specs.get(name)
+        if spec is None:
+            problems.append(f"{name!r} is not a weight of this model")
+        elif tuple(tensor.shape) != spec.shape:
+            problems.append(f"{name!r} has shape {list(tensor.shape)}, expected {list(spec.shape)}")
+        elif tensor.dtype != spec.dtype and (
+            exact_dtype or tensor.dtype.is_floating_point != spec.dtype.is_floating_point
+        ):
+            problems.append(f"{name!r} is {tensor.dtype}, expected {spec.dtype}")
+        elif tensor.dtype.is_floating_point and not bool(torch.isfinite(tensor).all()):
+            problems.append(f"{name!r} holds NaN or infinite values")
+    return problems
+
+
+def describe_problems(problems: list[str]) -> str:
+    """One error message for `weight_problems`' findings, saying that nothing was applied."""
+    listed = "; ".join(problems[:MAX_LISTED])
+    more = f"; and {len(problems) - MAX_LISTED} more" if len(problems) > MAX_LISTED else ""
+    return (
+        f"weight update refused, no weight changed ({len(problems)} problems): {listed}{more}. "
+        "Send tensors named, shaped and typed as the served model's state_dict()"
+    )
+
+
+def push_size_limit(specs: Mapping[str, WeightSpec]) -> int:
+    """The largest safetensors body a push of these weights can be: every tensor's bytes, plus
+    the header (8 bytes of length, then one JSON entry per tensor)."""
+    header = sum(len(name.encode()) + HEADER_BYTES_PER_TENSOR for name in specs)
+    return 8 + HEADER_SLACK + header + sum(spec.nbytes for spec in specs.values())
