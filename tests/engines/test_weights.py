@@ -40,7 +40,7 @@ def test_another_float_precision_passes_only_when_dtypes_need_not_match():
 
 
 def test_the_size_limit_admits_the_models_own_state_dict():
-    from beacon.train.grpo.weight_sync import weights_payload
+    from beacon.engines.weights import weights_payload
 
     for model in (_model(), torch.nn.Linear(1000, 300)):
         payload = weights_payload(model.state_dict())

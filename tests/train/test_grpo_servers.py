@@ -157,7 +157,7 @@ def test_update_weights_endpoint_takes_safetensors_and_refuses_the_rest() -> Non
 
     from beacon.engines.serve import create_app
     from beacon.engines.serve_guard import ServeSettings
-    from beacon.train.grpo.weight_sync import weights_payload
+    from beacon.engines.weights import weights_payload
 
     weight = torch.arange(6, dtype=torch.float32).reshape(2, 3)
     state = {"a.weight": weight, "tied.weight": weight}  # shared storage travels as two entries

@@ -1,14 +1,19 @@
-"""Checks on new weights before any of them is copied into a serving model.
+"""Weight pushes into a serving model: the payload, the client that sends it, and the checks
+before any tensor is copied.
 
-A weight push replaces the policy every later request samples from, so a bad one must change
-nothing: `weight_problems` looks at the whole push first — every name a parameter of the model,
-every shape equal (`copy_` would broadcast a 1-element tensor over a whole matrix), optionally
-every dtype equal, every value finite — and the engine copies only when it found none.
+A push is the trainer's state dict as safetensors bytes (`weights_payload`: contiguous CPU
+copies, so tied weights travel as two entries), POSTed as `application/octet-stream` to
+`beacon serve`'s `/beacon/update_weights` (servers started with `--allow-weight-updates`) by
+`push_weights`; a server that refuses is an error naming it, since a stale server would sample
+from an old policy. It replaces the policy every later request samples from, so a bad one must
+change nothing: `weight_problems` looks at the whole push first — every name a parameter of the
+model, every shape equal (`copy_` would broadcast a 1-element tensor over a whole matrix),
+optionally every dtype equal, every value finite — and the engine copies only when it found none.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -83,3 +88,31 @@ def push_size_limit(specs: Mapping[str, WeightSpec]) -> int:
     the header (8 bytes of length, then one JSON entry per tensor)."""
     header = sum(len(name.encode()) + HEADER_BYTES_PER_TENSOR for name in specs)
     return 8 + HEADER_SLACK + header + sum(spec.nbytes for spec in specs.values())
+
+
+def weights_payload(state_dict: Mapping[str, torch.Tensor]) -> bytes:
+    """The state dict as safetensors bytes (contiguous CPU copies; shared storage split)."""
+    from safetensors.torch import save
+
+    return save({k: v.detach().to("cpu").contiguous().clone() for k, v in state_dict.items()})
+
+
+def push_weights(
+    base_urls: Sequence[str], payload: bytes, timeout_s: float = 300.0, api_key: str | None = None
+) -> None:
+    """POST `payload` to every server (base URLs end in /v1, as the openai engine takes them)."""
+    import httpx
+
+    headers = {"Content-Type": "application/octet-stream"}
+    if api_key is not None:
+        headers["Authorization"] = f"Bearer {api_key}"
+    for base_url in base_urls:
+        url = base_url.rstrip("/").removesuffix("/v1") + "/beacon/update_weights"
+        reply = httpx.post(url, content=payload, headers=headers, timeout=timeout_s)
+        if reply.status_code != 200:
+            raise RuntimeError(
+                f"weight push to {url} failed ({reply.status_code}: {reply.text[:300]}); the "
+                "server would sample from a stale policy. Check rollout.servers, "
+                "rollout.server_api_key_env, and that each one is `beacon serve` with the hf "
+                "engine and --allow-weight-updates"
+            )
