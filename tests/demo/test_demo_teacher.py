@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from beacon.agent.episode import messages_text
 from beacon.agent.formats import THYME
 from beacon.agent.prompts import first_turn
+from beacon.agent.transcript import messages_text
 from beacon.benchmarks.synth_demo import generate
 from beacon.demo.expert import crop_box, crop_code
 from beacon.demo.teacher import TEACHER_DATA, build_teacher_set, conditioned, scripted_reflection

@@ -28,6 +28,7 @@ from PIL import Image
 
 from beacon.agent.config import AgentConfig
 from beacon.agent.formats import Format
+from beacon.agent.transcript import TEXT_IMAGE_PLACEHOLDER, messages_text
 from beacon.engines.base import (
     ChatTokenizer,
     GenerationRequest,
@@ -39,7 +40,6 @@ from beacon.images import ImageStore, image_key
 from beacon.types import EvidenceState, FinishReason, Sample, Segment, ToolCall, Trajectory
 
 Mode = Literal["tool", "notool", "hinted", "gated"]  # gated: p_tool picks tool or notool
-TEXT_IMAGE_PLACEHOLDER = "<image>"  # how images read in text-only segments (Thyme data uses it)
 _SEED_STRIDE = 1_000_003  # request n of an episode seeded `seed * stride + n` (mod 2**31)
 
 
@@ -381,19 +381,3 @@ class EpisodeState:
 
     def _image_key(self, image: Image.Image) -> str:
         return self.store.put(image) if self.store is not None else image_key(image)
-
-
-def messages_text(messages: list[Message]) -> str:
-    """The text form of a chat kept in a text prompt segment: one `role: content` block per
-    message, images as `<image>` (`beacon.train.core.encode.parse_prompt_text` reads it back)."""
-    out = []
-    for message in messages:
-        content = message["content"]
-        if isinstance(content, str):
-            out.append(f"{message['role']}: {content}")
-            continue
-        parts = [
-            TEXT_IMAGE_PLACEHOLDER if p["type"] == "image" else p.get("text", "") for p in content
-        ]
-        out.append(f"{message['role']}: " + "".join(parts))
-    return "\n".join(out)

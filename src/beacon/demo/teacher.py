@@ -31,7 +31,7 @@ from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
-from beacon.agent.episode import messages_text
+from beacon.agent.transcript import messages_text, parse_prompt_text
 from beacon.benchmarks.synth_demo import SynthDemo
 from beacon.images import ImageStore
 from beacon.jsonl import write_jsonl_atomic
@@ -40,7 +40,6 @@ from beacon.revue.conditioning import condition_messages, reflection_text
 from beacon.revue.critic_output import Grounding, Reading
 from beacon.revue.scripted import GROUNDING, diagnosis, reading
 from beacon.revue.states import ObservedState
-from beacon.train.core.encode import parse_prompt_text
 from beacon.train.sft import read_trajectories
 from beacon.types import Sample, Trajectory
 

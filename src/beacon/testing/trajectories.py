@@ -15,7 +15,7 @@ from typing import Any
 
 from PIL import Image, ImageDraw
 
-from beacon.agent.episode import TEXT_IMAGE_PLACEHOLDER
+from beacon.agent.transcript import TEXT_IMAGE_PLACEHOLDER
 from beacon.images import ImageStore
 from beacon.types import Segment, Trajectory
 

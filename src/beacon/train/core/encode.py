@@ -13,25 +13,20 @@ Two sources, one result (`EncodedTrajectory`):
 The loss mask is `Segment.loss_mask` on generated segments and 0 everywhere else; image and
 vision-bracket tokens are 0 even inside a generated segment. A hinted trajectory (HGCE) trains
 on its `original_prompt` when it has one.
-
-What is not covered: the text-prompt parser reads the agent's text form of a chat (one
-``role: content`` block per message, images written as ``<image>``); a message whose content
-itself has a line starting with ``user: `` would be split there.
+A text prompt is parsed back into chat messages by `beacon.agent.transcript`, the module that
+writes that text form.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from PIL import Image
 
-from beacon.agent.episode import TEXT_IMAGE_PLACEHOLDER
+from beacon.agent.transcript import TEXT_IMAGE_PLACEHOLDER, parse_prompt_text
 from beacon.types import Segment, Trajectory
-
-_ROLE_LINE = re.compile(r"^(system|user|assistant|tool): ", re.MULTILINE)
 
 
 @dataclass
@@ -116,33 +111,6 @@ def _segment_images(
             "ImageStore folder of these trajectories"
         )
     return [load_image(key) for key in segment.images]
-
-
-def parse_prompt_text(text: str) -> list[dict[str, Any]]:
-    """Chat messages from the agent's text form of a prompt (``role: content`` blocks).
-
-    ``<image>`` becomes an image part, so the student's template places its own image tokens.
-    """
-    starts = list(_ROLE_LINE.finditer(text))
-    if not starts or starts[0].start() != 0:
-        return [{"role": "user", "content": _content_parts(text)}]
-    messages = []
-    for i, match in enumerate(starts):
-        end = starts[i + 1].start() - 1 if i + 1 < len(starts) else len(text)
-        body = text[match.end() : max(end, match.end())]
-        messages.append({"role": match.group(1), "content": _content_parts(body)})
-    return messages
-
-
-def _content_parts(body: str) -> list[dict[str, str]]:
-    parts: list[dict[str, str]] = []
-    pieces = body.split(TEXT_IMAGE_PLACEHOLDER)
-    for i, piece in enumerate(pieces):
-        if i > 0:
-            parts.append({"type": "image"})
-        if piece:
-            parts.append({"type": "text", "text": piece})
-    return parts
 
 
 def check_image_tokens(

@@ -1,20 +1,12 @@
-"""The one training loop, on `accelerate`: SFT, GRPO and OPD supply a step function, this module
-does the rest (RFT's training stage is SFT).
+"""The one training loop, on `accelerate`: SFT, GRPO and OPD supply a step function, `run` does
+the rest the same way for all (RFT's training stage is SFT); docs/train.md, "One loop".
 
-The same code runs on one CPU, on 2 CPU processes (gloo, in tests) and on many GPUs with FSDP or
-DeepSpeed, chosen by the accelerate config the run is launched with; nothing here knows which.
-
-`run` owns what every trainer needs and must not differ between them: restoring the newest
-complete checkpoint (model, optimizer, scheduler, RNGs, data position) and cutting the run's
-logs back to it, pushing the (restored) weights to the rollout engine before the first step,
-then per step: the trainer's `step` (rollouts, scoring and backward: gradients accumulated, no
-optimizer step), the optimizer and scheduler step, the weight push, one metrics dict
-(`metrics.step_metrics`) written every `log_every` steps, a checkpoint every `save_every`.
-
-A step whose trainer reports no learning signal (`StepOutput.update=False`, e.g. OPD's loss
-below its floor) skips the optimizer step: Adam divides by the running gradient scale, so it
-would turn gradients of pure float noise (~1e-9) into full-size updates. The scheduler still
-steps (the schedule is by step count) and the gradient is cleared.
+`run`: restore the newest complete checkpoint (model, optimizer, scheduler, RNGs, data position)
+and cut the run's logs back to it, push the weights to the rollout engine, then per step the
+trainer's `step` (gradients accumulated, no optimizer step), the optimizer and scheduler step
+(skipped for a step without learning signal: Adam would turn float noise into full-size
+updates), the weight push, metrics every `log_every` steps, a checkpoint every `save_every`.
+Nothing here knows whether it runs on one CPU, gloo processes or GPUs with FSDP / DeepSpeed.
 
 Deviations from accelerate's defaults, and why:
 
@@ -36,7 +28,7 @@ import re
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -47,7 +39,7 @@ from beacon.train.core import checkpoint as ckpt
 from beacon.train.core.collate import ModelBatch
 from beacon.train.core.config import TrainConfig
 from beacon.train.core.loss import count_targets, summed_token_nll
-from beacon.train.core.metrics import MetricsLogger, StepStats, step_metrics, truncate_after
+from beacon.train.core.metrics import MetricsLogger, StepOutput, step_metrics, truncate_after
 
 logger = logging.getLogger(__name__)
 
@@ -64,23 +56,6 @@ class LoopParts:
     optimizer: torch.optim.Optimizer
     scheduler: Any
     save_model: SaveModelFn
-
-
-@dataclass
-class StepOutput:
-    """What a trainer's step did, summed over processes: its loss and token counts, how far it
-    moved the data stream (`samples`), its own metrics (`extra`), and whether it carries a
-    learning signal (`update`)."""
-
-    loss: float
-    tokens: int  # non-padding tokens the step's forward passes computed
-    padded_tokens: int  # tokens computed, padding included
-    loss_tokens: int
-    sequences: int
-    microbatches: int
-    samples: int
-    extra: dict[str, Any] = field(default_factory=dict)
-    update: bool = True
 
 
 StepFn = Callable[[ckpt.TrainState], StepOutput]
@@ -262,25 +237,12 @@ def run_step(
     if not out.update:
         logger.info("step %d: no learning signal, optimizer step skipped", state.step + 1)
     state = ckpt.TrainState(step=state.step + 1, samples_seen=state.samples_seen + out.samples)
-    stats = StepStats(
-        step=state.step,
-        loss=out.loss,
-        lr=lr,
-        grad_norm=grad_norm,
-        tokens=out.tokens,
-        padded_tokens=out.padded_tokens,
-        loss_tokens=out.loss_tokens,
-        sequences=out.sequences,
-        microbatches=out.microbatches,
-        seconds=end - start,
-    )
-    extra = {
+    out.extra = {
         **out.extra,
-        "update_skipped": int(not out.update),
         "time/optimizer_s": sync_start - optimizer_start,
         "time/weight_sync_s": end - sync_start,
     }
-    return state, step_metrics(stats, extra)
+    return state, step_metrics(state.step, out, lr, grad_norm, end - start)
 
 
 def save_checkpoint(

@@ -9,8 +9,7 @@ progress bar (loss, tokens/s, ETA), on the main process only.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,39 +21,41 @@ METRICS_FILE = "metrics.jsonl"
 
 
 @dataclass
-class StepStats:
-    """What one optimizer step measured, summed over processes."""
+class StepOutput:
+    """What a trainer's step did, summed over processes: its loss and token counts, how far it
+    moved the data stream (`samples`), its own metrics (`extra`), and whether it carries a
+    learning signal (`update`)."""
 
-    step: int
     loss: float
-    lr: float
-    grad_norm: float | None
-    tokens: int  # non-padding tokens in the step
-    padded_tokens: int  # tokens the model computed, padding included
+    tokens: int  # non-padding tokens the step's forward passes computed
+    padded_tokens: int  # tokens computed, padding included
     loss_tokens: int
     sequences: int
-    microbatches: int  # on the main process
-    seconds: float
+    microbatches: int
+    samples: int
+    extra: dict[str, Any] = field(default_factory=dict)
+    update: bool = True
 
 
-def step_metrics(stats: StepStats, extra: Mapping[str, float] | None = None) -> dict[str, Any]:
-    """The metrics dict of one step; `extra` adds recipe-specific keys."""
-    seconds = max(stats.seconds, 1e-9)
-    out: dict[str, Any] = {
-        "step": stats.step,
-        "loss": stats.loss,
-        "lr": stats.lr,
-        "grad_norm": stats.grad_norm,
-        "tokens": stats.tokens,
-        "loss_tokens": stats.loss_tokens,
-        "sequences": stats.sequences,
-        "microbatches": stats.microbatches,
-        "padding_ratio": 1.0 - stats.tokens / max(stats.padded_tokens, 1),
-        "tokens_per_s": stats.tokens / seconds,
-        "step_s": stats.seconds,
+def step_metrics(
+    step: int, out: StepOutput, lr: float, grad_norm: float | None, seconds: float
+) -> dict[str, Any]:
+    """The metrics dict of one step: the loop's keys, then the trainer's `extra`."""
+    return {
+        "step": step,
+        "loss": out.loss,
+        "lr": lr,
+        "grad_norm": grad_norm,
+        "tokens": out.tokens,
+        "loss_tokens": out.loss_tokens,
+        "sequences": out.sequences,
+        "microbatches": out.microbatches,
+        "padding_ratio": 1.0 - out.tokens / max(out.padded_tokens, 1),
+        "tokens_per_s": out.tokens / max(seconds, 1e-9),
+        "step_s": seconds,
+        "update_skipped": int(not out.update),
+        **out.extra,
     }
-    out.update(extra or {})
-    return out
 
 
 class MetricsLogger:

@@ -1,12 +1,7 @@
-"""Set-up every trainer shares: the accelerator, the run folder, the policy and its optimizer,
-and how a checkpoint's model is written.
-
-`open_run` checks and claims the run folder (its resolved `config.yaml` is the run's identity;
-a resume with other settings is refused, naming the keys) and seeds every RNG; `build_policy`
-loads the checkpoint to train (LoRA, gradient checkpointing, a frozen vision tower as set),
-builds AdamW with a linear warm-up and cosine decay to `train.min_lr_ratio`, and prepares both
-for the launch's processes. A recipe calls the two, adds its own parts, and hands a step
-function to `loop.run`.
+"""Set-up every trainer shares: `open_run` (accelerator, run folder checked and claimed, RNGs
+seeded), `build_policy` (the checkpoint with LoRA / gradient checkpointing / frozen vision as
+set, AdamW with linear warm-up and cosine decay, prepared for the launch's processes) and
+`save_model`. A recipe calls them, adds its own parts and hands a step function to `loop.run`.
 """
 
 from __future__ import annotations

@@ -1,23 +1,17 @@
-"""OPD's teacher check: before step 1, is the teacher better than the student on the student's
-own rollouts (docs/train.md, "The teacher check")?
+"""OPD's teacher check (docs/train.md, "The teacher check"): before step 1, is the teacher better
+than the student on the student's own rollouts?
 
-OPD's commonest silent failure is a teacher that knows no more than the student where OPD asks
-it (a teacher equal to the student), or a conditioned teacher whose context breaks what it could
-do without it. On the pool's first `teacher_check.items` items, M rollouts each with the step's
-settings (seed scope "check"), the check measures the accuracy of the student's rollouts and of
-the teacher's own (same seeds and scorer; in-process teachers only), and the mean log-prob per
-token (full vocabulary) of the student's verified-correct continuations under both models.
-
-The teacher is better when it is more accurate; at equal accuracy (or with a teacher server)
-when its log-prob gain exceeds `min_logprob_gain`. Accuracy decides first because a much
-stronger teacher can still give a weak student's correct continuations a lower log-prob than
-the student does (it writes the same answer with other tokens). With a reflection or gt teacher
-the correct continuations are also scored under the conditioned prompt against the base one,
-over all tokens and over the digits written in code (the crop coordinates a trajectory copies):
-ReVuE up-weights the positions its context moves, so a context that lowers them corrupts the
-targets it weights most. Either finding warns or stops (`on_fail`, `on_context_hurts`).
-
-The result is `teacher_check.json`; a resumed run reads it back and applies its current settings.
+On the pool's first `teacher_check.items` items (M rollouts each, the step's settings, seed scope
+"check") it measures the accuracy of the student's rollouts and of the teacher's own (same seeds
+and scorer; in-process teachers only) and the mean log-prob per token of the student's
+verified-correct continuations under both. The teacher is better when more accurate; at equal
+accuracy (or with a teacher server) when its log-prob gain exceeds `min_logprob_gain`. Accuracy
+decides first: a much stronger teacher can give a weak student's correct continuations a lower
+log-prob than the student does (it writes the same answer with other tokens). A reflection or
+gt teacher is also compared with its base prompt on those continuations, overall and on the
+digits written in code (the crop coordinates): ReVuE up-weights the positions its context
+moves, so a context that lowers them corrupts the targets it weights most. Each finding warns or
+stops (`on_fail`, `on_context_hurts`); `teacher_check.json` records it, and a resume reads it back.
 """
 
 from __future__ import annotations

@@ -1,23 +1,16 @@
 """One OPD step (Algorithm 1): rollouts -> verdicts -> states -> critic (background) -> base
 teacher -> assemble -> conditioned teacher -> target, weights, loss -> backward.
 
-Every formula is a `beacon.revue` component; this module only orders the work and counts what
-fell back. Rollouts come from `beacon.rollout.Rollouts`, as GRPO's do: the benchmark's prompt,
-the benchmark's scorer for the correctness labels c_i (Alg. 2 reads the `<answer>` span first;
-deviation: where a response has none, the scorer's fallbacks apply as in `beacon eval`, so a
-distillation result and an RL result are scored alike), one seed rule, and episodes that failed
-outside the model dropped and counted (`rollout/failed`).
+Every formula is a `beacon.revue` component; this module orders the work and counts what fell
+back. Rollouts come from `beacon.rollout.Rollouts`, as GRPO's do, so the labels c_i are the
+benchmark's verdicts (docs/revue.md, "Correctness labels"). Critic requests are submitted
+before the base teacher runs, so their latency overlaps its scoring. Each trajectory's loss is
+backpropagated with weight 1/N (N = retained trajectories over all processes): the gradient of
+`batch_loss` with one trajectory's graph alive at a time.
 
-The critic requests of all groups are submitted before the base teacher runs, so the critic's
-latency overlaps the teacher's scoring. Gradients are accumulated per trajectory with weight
-1/N (N = retained trajectories over all processes), so the step's gradient is that of
-`batch_loss` while only one trajectory's graph is alive at a time.
-
-Several processes: each rolls out its share of the step's items (`loop.my_share`) with its own
-teacher and critic client. The student is scored through its inner model's hidden states
-(`score.SequenceScorer`), not through the DDP wrapper's forward, so DDP never synchronises these
-gradients; `all_reduce_gradients` sums them once per step. Per-trajectory records are gathered,
-so every process computes the same metrics and the main process writes `revue.jsonl`.
+On several processes each rolls out its share of the step's items; the student is scored
+through its inner model (`score.SequenceScorer`), not the DDP wrapper, so `all_reduce_gradients`
+sums the gradient once per step, and the records of all processes are gathered for the metrics.
 """
 
 from __future__ import annotations

@@ -19,9 +19,8 @@ Deviations and limits:
 1. The teacher's episodes are seeded from `data.seed` (the eval runner draws items and seeds
    episodes from one seed), not `train.seed`, which seeds the SFT stage.
 2. Under `accelerate launch` the sample and verify stages run on the main process while the
-   others wait at a barrier (the process group's timeout, 30 minutes on gloo by default, bounds
-   that wait: for a slow teacher run the command on one process first, then again under
-   `accelerate launch`; finished stages are skipped); the SFT stage runs on every process.
+   others wait at a barrier, bounded by the process group's timeout (docs/train.md, "RFT");
+   the SFT stage runs on every process.
 """
 
 from __future__ import annotations
