@@ -1,12 +1,13 @@
-"""`beacon demo --quick` end to end, killed with SIGKILL mid-run and resumed (issue 15).
+"""`beacon demo` end to end at toy size (`toy.yaml`), killed with SIGKILL mid-run and resumed.
 
-The quick demo runs every stage at toy size through the CLI as a user would: the scripted expert
-over HTTP, SFT, four GRPO arms, student SFT, vanilla OPD and ReVuE with the scripted critic, the
-held-out evals and the report. The run is killed with SIGKILL inside the first GRPO run, then
-rerun: it must finish without losing or repeating work; a third run finds everything done; a run
-with other settings into the same folder is refused with the differing key named. The GRPO
-runs and OPD variants run two at a time in a process pool (`jobs=2`), so the kill also hits
-pool processes in the middle of their runs.
+The toy demo runs every stage through the CLI as a user would: the scripted expert over HTTP,
+SFT, four GRPO arms, the hint-reliance evals, the teacher's and the student's SFT, the OPD
+variants and the control with the scripted critic, the held-out evals and the report. The run
+is killed with SIGKILL inside the first GRPO run, then rerun: it must finish without losing or
+repeating work; a third run finds everything done; a run with other settings into the same
+folder is refused with the differing key named. The GRPO runs and OPD variants run two at a
+time in a process pool (`jobs=2`), so the kill also hits pool processes in the middle of their
+runs.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pathlib import Path
 import pytest
 
 SRC = Path(__file__).resolve().parents[2] / "src"
+TOY = Path(__file__).with_name("toy.yaml")
 
 
 def demo(out: Path, *extra: str) -> list[str]:
@@ -32,12 +34,13 @@ def demo(out: Path, *extra: str) -> list[str]:
         "-m",
         "beacon",
         "demo",
-        "--quick",
+        "--config",
+        str(TOY),
         "--out",
         str(out),
         "--no-progress",
         "--set",
-        "jobs=2",  # --quick runs its jobs in order; this test kills and resumes them in a pool
+        "jobs=2",  # toy.yaml runs its jobs in order; this test kills and resumes them in a pool
         *extra,
     ]
 
@@ -87,7 +90,7 @@ def assert_fixed_text_is_phrases(out: Path, rows: list[dict]) -> None:
 
 
 @pytest.mark.slow
-def test_quick_demo_survives_kill_and_resumes(tmp_path: Path) -> None:
+def test_toy_demo_survives_kill_and_resumes(tmp_path: Path) -> None:
     out = tmp_path / "demo"
     kill_when(out / "rl" / "accuracy-s0" / "checkpoint-1" / "COMPLETE", demo(out))
     assert not (out / "report.md").exists()
@@ -99,7 +102,7 @@ def test_quick_demo_survives_kill_and_resumes(tmp_path: Path) -> None:
     for heading in ("## 1. Cold start", "## 2. RL ablation", "## 3. ReVuE in miniature"):
         assert heading in report
     labels = ("accuracy-only", "+NAAR", "+HGCE", "+NAAR +HGCE", "OPD vanilla", "OPD reflection")
-    for label in (*labels, "OPD revue", "teacher"):
+    for label in (*labels, "OPD revue", "OPD control", "teacher"):
         assert f"| {label} |" in report, label
     for plot in ("learning_curves", "adaptivity", "accuracy_vs_tool_rate", "revue"):
         assert (out / f"{plot}.png").stat().st_size > 1000
@@ -119,7 +122,7 @@ def test_quick_demo_survives_kill_and_resumes(tmp_path: Path) -> None:
 
     again = run(demo(out))
     assert again.returncode == 0, again.stderr
-    assert again.stderr.count(": already done") == 22  # every stage, none run again
+    assert again.stderr.count(": already done") == 25  # every stage, none run again
     for folder in (out / "eval").iterdir():
         assert len(jsonl(folder / "samples.jsonl")) == 2 * 16
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import random
+import re
 from pathlib import Path
 
 import pytest
@@ -12,7 +14,13 @@ from beacon.agent.prompts import first_turn
 from beacon.agent.transcript import messages_text
 from beacon.benchmarks.synth_demo import generate
 from beacon.demo.expert import crop_box, crop_code
-from beacon.demo.teacher import TEACHER_DATA, build_teacher_set, conditioned, scripted_reflection
+from beacon.demo.teacher import (
+    TEACHER_DATA,
+    anchor_view,
+    build_teacher_set,
+    conditioned,
+    scripted_reflection,
+)
 from beacon.engines.tokenizer import HFTokenizer
 from beacon.images import ImageStore
 from beacon.revue.conditioning import condition_messages, reflection_text
@@ -63,50 +71,73 @@ def test_reflection_follows_the_scripted_critic(tmp_path: Path) -> None:
     store = ImageStore(tmp_path)
     tiny, large = generate(1, 2), generate(1, 0)
     assert (tiny.metadata["category"], large.metadata["category"]) == ("tiny", "large")
-    cropped = expert_row(2, store, crop=True)
-    r = scripted_reflection(tiny, cropped, "READ", "4", with_anchor=True)
-    assert r.anchor is not None and r.anchor.support_image_keys == (cropped.segments[2].images[0],)
+    view = store.put(tiny.images[0].crop(tuple(crop_box(tiny))))
+    r = scripted_reflection(tiny, view, "READ", "4", with_anchor=True)
+    assert r.anchor is not None and r.anchor.support_image_keys == (view,)
     assert r.anchor.reading.observed_value == tiny.answer
     assert (r.break_point.stage, r.break_point.discrepancy) == (
         "READ",
         f"answered '4' although its evidence shows {tiny.answer!r}",
     )
-    direct = expert_row(0, store, crop=False)
-    r = scripted_reflection(large, direct, "CORRECT", "4", with_anchor=True)
+    r = scripted_reflection(large, None, "CORRECT", "4", with_anchor=True)
     assert r.anchor is not None and r.anchor.support_image_keys == ()  # the original suffices
     assert (r.break_point.stage, r.break_point.discrepancy) == ("CORRECT", "")
-    r = scripted_reflection(large, direct, "ACQUIRE", "4", with_anchor=False)
+    r = scripted_reflection(large, None, "ACQUIRE", "4", with_anchor=False)
     assert r.anchor is None and r.break_point.stage == "ACQUIRE"
-    # A hard item answered without a crop has no sufficient state of its own: no anchor.
-    unseen = scripted_reflection(tiny, expert_row(2, store, False), "CORRECT", "4", True)
-    assert unseen.anchor is None
+
+
+def test_anchors_do_not_depend_on_the_targets_own_action(tmp_path: Path) -> None:
+    """A hard item's anchor is always a crop of its box; an easy item's is the original or a
+    crop, drawn by the item's draw and never by whether the target trajectory crops."""
+    store = ImageStore(tmp_path)
+    rng = random.Random(0)
+    easy = [anchor_view(generate(1, i), store, rng) for i in range(0, 400, 4)]
+    assert 0.35 < sum(view is not None for view in easy) / len(easy) < 0.65
+    for index in (2, 3):  # tiny, search: a crop of the expert's box, every time
+        sample = generate(1, index)
+        expected = store.put(sample.images[0].crop(tuple(crop_box(sample))))
+        assert all(anchor_view(sample, store, rng) == expected for _ in range(5))
+
+
+def test_reflections_hold_no_coordinates(tmp_path: Path) -> None:
+    store = ImageStore(tmp_path)
+    for index in range(8):
+        sample = generate(1, index)
+        for view in (None, store.put(sample.images[0].crop(tuple(crop_box(sample))))):
+            text = reflection_text(scripted_reflection(sample, view, "READ", "4", True))
+            assert not re.search(r"\d\s*,\s*\d", text) and "glyph" not in text, text
 
 
 @pytest.mark.parametrize("stage", ["CORRECT", "ACQUIRE", "READ"])
 @pytest.mark.parametrize("category", [0, 2])  # large (original suffices), tiny (crop)
 def test_reflections_are_phrases_and_values(tokenizer, tmp_path: Path, stage, category) -> None:
     """A reflection's fixed text is the demo tokenizer's phrases: one token per character is
-    left only for the values (digits, the decoy's box)."""
+    left only for the values (digits)."""
     store = ImageStore(tmp_path)
-    row = expert_row(category, store, crop=category == 2)
-    for anchor in (True, False):
-        r = scripted_reflection(generate(1, category), row, stage, "4", with_anchor=anchor)
-        ids = tokenizer.encode(reflection_text(r), [])
-        pieces = [tokenizer.tokenizer.decode([i]) for i in ids]
-        assert not [p for p in pieces if p.isalpha() and len(p) == 1], pieces
+    sample = generate(1, category)
+    for view in (None, store.put(sample.images[0].crop(tuple(crop_box(sample))))):
+        for anchor in (True, False):
+            r = scripted_reflection(sample, view, stage, "4", with_anchor=anchor)
+            ids = tokenizer.encode(reflection_text(r), [])
+            pieces = [tokenizer.tokenizer.decode([i]) for i in ids]
+            assert not [p for p in pieces if p.isalpha() and len(p) == 1], pieces
 
 
-def test_conditioned_row_encodes_to_the_opd_teachers_prompt(tmp_path: Path, tokenizer) -> None:
+@pytest.mark.parametrize("position", ["end", "before_question"])
+def test_conditioned_row_encodes_to_the_opd_teachers_prompt(
+    tmp_path: Path, tokenizer, position: str
+) -> None:
     store = ImageStore(tmp_path)
     sample = generate(1, 2)
     row = expert_row(2, store, crop=True)
-    reflection = scripted_reflection(sample, row, "READ", "4", with_anchor=True)
-    encoded = encode_trajectory(conditioned(row, reflection, store), tokenizer, store.get)
+    view = row.segments[2].images[0]
+    reflection = scripted_reflection(sample, view, "READ", "4", with_anchor=True)
+    encoded = encode_trajectory(conditioned(row, reflection, store, position), tokenizer, store.get)
 
     # What `beacon.train.opd.score.conditioned_sequence` renders for the teacher.
-    crop = store.get(row.segments[2].images[0])
+    crop = store.get(view)
     messages = first_turn(sample.question, sample.images, fmt=THYME, tools=True, image_paths=PATHS)
-    teacher = condition_messages(messages, reflection_text(reflection), [crop])
+    teacher = condition_messages(messages, reflection_text(reflection), [crop], position)
     rendered = tokenizer.render_chat(teacher, add_generation_prompt=True)
     prompt_ids = tokenizer.encode(rendered, [sample.images[0], crop])
     assert encoded.input_ids[: len(prompt_ids)] == prompt_ids
@@ -115,8 +146,10 @@ def test_conditioned_row_encodes_to_the_opd_teachers_prompt(tmp_path: Path, toke
     completion = len(plain) - plain.loss_mask.index(1)
     assert encoded.input_ids[-completion:] == plain.input_ids[-completion:]
     assert encoded.loss_mask[-completion:] == plain.loss_mask[-completion:]
-    view = row.segments[2].images[0]
     assert encoded.images == [row.segments[0].images[0], view, view]  # support, then observation
+    if position == "before_question":  # the question ends the prompt, as without a reflection
+        question_end = rendered.index(sample.question) + len(sample.question)
+        assert "Reflection" not in rendered[question_end:]
 
 
 def test_teacher_set_doubles_the_tool_rows_of_training_items(tmp_path: Path) -> None:
@@ -128,7 +161,8 @@ def test_teacher_set_doubles_the_tool_rows_of_training_items(tmp_path: Path) -> 
     rows.append(hinted)
     (tmp_path / "sft" / "trajectories.jsonl").write_text("".join(r.to_json() + "\n" for r in rows))
 
-    summary = build_teacher_set(tmp_path, [generate(1, i) for i in range(12)], seed=1)
+    samples = [generate(1, i) for i in range(12)]
+    summary = build_teacher_set(tmp_path, samples, seed=1, position="before_question")
     out = [json.loads(line) for line in (tmp_path / TEACHER_DATA / "trajectories.jsonl").open()]
     assert summary["rows"] == len(out) == 24
     assert sum(v for k, v in summary.items() if k != "rows") == 12
@@ -137,5 +171,5 @@ def test_teacher_set_doubles_the_tool_rows_of_training_items(tmp_path: Path) -> 
         text = with_reflection["segments"][0]["text"]
         assert "Reflection on visual evidence" in text and "Break point:" in text
         assert with_reflection["segments"][1:] == plain["segments"][1:]
-    again = build_teacher_set(tmp_path, [generate(1, i) for i in range(12)], seed=1)
+    again = build_teacher_set(tmp_path, samples, seed=1, position="before_question")
     assert again == summary  # drawn per seed: a rebuilt set is the same set

@@ -211,7 +211,9 @@ def _generate(seed: int, index: int) -> Sample:
         "difficulty": DIFFICULTY[category],
         "region": list(box),
         "regions": [list(box)],
-        "facts": {"digit": digit, "glyph_px": glyph.height, "decoy": decoy},
+        "facts": {"digit": digit, "decoy": None if decoy is None else decoy["digit"]},
+        "glyph_px": glyph.height,
+        "decoy": decoy,
         "image_size": [SIZE, SIZE],
         "seed": seed,
     }

@@ -10,11 +10,13 @@ import typer
 DEMO_EPILOG = """
 Examples:
 
-  beacon demo --quick                 # every stage at toy size (a few minutes): the pipeline runs
+  beacon demo --quick                 # from the shipped cold start: NAAR vs accuracy-only GRPO
 
-  beacon demo                         # the full demo (26-32 minutes on 2 cores): the effects
+  beacon demo                         # the full demo: data, SFT, RL ablation, OPD / ReVuE
 
   beacon demo --seeds 5 --out runs/demo5 --set rl.steps=60
+
+  beacon demo --export-cold-start src/beacon/demo/assets/cold_start   # remake what --quick ships
 
 Rerunning the same command resumes where it stopped (also after kill -9).
 """
@@ -22,7 +24,11 @@ Rerunning the same command resumes where it stopped (also after kill -9).
 
 def demo_command(
     quick: bool = typer.Option(
-        False, "--quick", metavar="", help="Toy sizes: every stage runs, numbers mean nothing."
+        False,
+        "--quick",
+        metavar="",
+        help="Start from the shipped cold-start checkpoint: accuracy-only vs NAAR GRPO, one "
+        "seed each, evaluated with intervals (a few minutes).",
     ),
     out: str = typer.Option(None, help="Demo folder (default runs/demo, runs/demo-quick)."),
     seeds: int = typer.Option(None, help="RL seeds per arm (default 3; --quick 1)."),
@@ -35,12 +41,19 @@ def demo_command(
         help="Print every setting as resolved (--quick, --config, --set applied) and exit.",
     ),
     no_progress: bool = typer.Option(False, "--no-progress", metavar="", help="No progress bars."),
+    export_cold_start: Path = typer.Option(
+        None,
+        "--export-cold-start",
+        help="Train (or resume) only the cold start and copy its checkpoint here, with the "
+        "settings it was made with (what --quick starts from).",
+    ),
 ) -> None:
     """Train a ~1.3M-parameter Qwen2-VL from scratch on CPU: scripted-expert data, tool-biased
     SFT, GRPO with accuracy / NAAR / HGCE rewards over seeds, ReVuE vs vanilla OPD distillation;
     then evaluate every model with and without tools and write report.md with CIs and plots."""
     from beacon.config import describe, flatten, load_config, to_dict
     from beacon.demo.config import DemoConfig, quick_overrides
+    from beacon.demo.run import export_cold_start as export
     from beacon.demo.run import run_demo
 
     overrides = quick_overrides() if quick else []
@@ -56,5 +69,8 @@ def demo_command(
             typer.echo(f"{setting.name} = {values.get(setting.name)!r}  # {setting.help}")
         raise typer.Exit()
     start = time.perf_counter()
+    if export_cold_start is not None:
+        export(cfg, export_cold_start, log=lambda line: typer.echo(line, err=True))
+        return
     report = run_demo(cfg, log=lambda line: typer.echo(line, err=True))
     typer.echo(f"demo finished in {(time.perf_counter() - start) / 60:.1f} min: {report}")

@@ -1,15 +1,16 @@
 """Settings of `beacon demo`: sizes of every stage, the full default and the `--quick` preset.
 
-The full default takes 26-32 minutes on 2 CPU cores (measured figures in
-docs/demo.md); `--quick` runs every stage at toy size in a few minutes and shows only that the
-pipeline runs end to end, not the effects.
+The full default runs the whole pipeline (measured time in docs/demo.md). `--quick` starts from
+the cold-start checkpoint shipped in the package (`cold_start: shipped`, made by the full
+demo's SFT stage) and runs accuracy-only against NAAR GRPO at the full demo's RL size, so the
+first minutes show NAAR raising mode adaptiveness.
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class _Strict(BaseModel):
@@ -49,21 +50,33 @@ class DemoRL(_Strict):
 
 
 class DemoReVuE(_Strict):
-    enabled: bool = Field(True, description="run the ReVuE stage")
-    steps: int = Field(30, ge=1, description="OPD steps per variant")
-    items_per_step: int = Field(4, ge=1, description="items per OPD step")
-    group_size: int = Field(4, ge=1, description="student rollouts per item")
+    enabled: bool = Field(True, description="run the ReVuE stages")
+    steps: int = Field(120, ge=1, description="OPD steps per variant and seed")
+    warmup_steps: int = Field(12, ge=0, description="OPD linear warm-up steps (then constant)")
+    items_per_step: int = Field(2, ge=1, description="items per OPD step")
+    group_size: int = Field(4, ge=1, description="student rollouts per item (M)")
     lr: float = Field(2e-4, gt=0, description="student learning rate")
     student_sft_steps: int = Field(500, ge=1, description="SFT steps of the student's cold start")
     teacher_steps: int = Field(
-        100, ge=1, description="SFT steps teaching the teacher to read reflections"
+        300, ge=1, description="SFT steps teaching the teacher to read reflections"
     )
     teacher_lr: float = Field(5e-4, gt=0, description="learning rate of that SFT")
+    position: Literal["end", "before_question"] = Field(
+        "before_question",
+        description="where the teacher reads the reflection: before the question keeps the "
+        "question next to the answer, so the coordinates a crop copies stay where they were",
+    )
     teacher_check: Literal["error", "warn"] = Field(
         "error",
         description="a teacher no better than the student on its own rollouts (OPD's teacher "
-        "check): stop the OPD stage, or warn and distil anyway",
+        "check): refuse the run (the report says why), or warn and distil anyway",
     )
+    context_check: Literal["error", "warn"] = Field(
+        "error",
+        description="a reflection that lowers the teacher's log-prob of correct continuations: "
+        "refuse the reflection variants, or warn and distil anyway",
+    )
+    check_items: int = Field(8, ge=1, description="items the teacher check probes")
 
 
 class DemoEval(_Strict):
@@ -76,6 +89,12 @@ class DemoConfig(_Strict):
     """`beacon demo`: every stage's size; `--quick` swaps in `QUICK`."""
 
     out: str = Field("runs/demo", description="demo folder; rerunning into it resumes")
+    cold_start: Literal["train", "shipped"] = Field(
+        "train",
+        description="train: build the model, the expert data and the cold-start SFT; shipped: "
+        "start from the full demo's cold-start checkpoint shipped in the package "
+        "(beacon.demo.assets), without those stages",
+    )
     seeds: int = Field(3, ge=1, description="RL seeds per arm")
     threads: int = Field(2, ge=1, description="torch threads (the study ran with 2)")
     jobs: int = Field(
@@ -91,27 +110,46 @@ class DemoConfig(_Strict):
     revue: DemoReVuE = Field(default_factory=DemoReVuE)
     eval: DemoEval = Field(default_factory=DemoEval)
 
+    @model_validator(mode="after")
+    def _check(self) -> DemoConfig:
+        if self.cold_start == "shipped" and self.revue.enabled:
+            raise ValueError(
+                "cold_start=shipped has no expert data for the ReVuE teacher and student; set "
+                "revue.enabled=false, or cold_start=train to run the whole pipeline"
+            )
+        return self
+
 
 QUICK: dict[str, Any] = {
+    "cold_start": "shipped",
     "seeds": 1,
-    "jobs": 1,  # starting the pool's processes takes longer than toy runs side by side gain
-    "data": {"train_items": 48, "hinted_items": 8, "text_items": 16, "concurrency": 16},
-    "sft": {"steps": 30, "batch_size": 16, "warmup_steps": 5},
-    "rl": {"steps": 2, "prompts_per_step": 2, "group_size": 4, "items": 16},
-    "revue": {
-        "steps": 2,
-        "items_per_step": 2,
-        "group_size": 2,
-        "student_sft_steps": 10,
-        "teacher_steps": 4,
-        "teacher_check": "warn",  # a 30-step teacher knows next to nothing
-    },
-    "eval": {"items": 16, "bootstrap": 100},
+    "rl": {"arms": ["accuracy", "naar"]},
+    "revue": {"enabled": False},
 }
-"""Toy sizes: every stage runs (about a minute on 2 cores); the numbers mean nothing."""
+"""From the shipped cold start: accuracy-only vs NAAR GRPO at the full size, one seed each,
+evaluated on the full held-out set with intervals (a few minutes on 2 cores)."""
+
+COLD_START_KEYS = ("threads", "data", "sft")
+"""The settings the cold-start checkpoint depends on (with the demo model's fixed seed): a
+shipped checkpoint records them, and `cold_start: shipped` is the full demo's only while they
+match."""
 
 OPERATIONAL_KEYS = ("out", "progress", "threads", "seeds", "rl.arms", "jobs", "revue.enabled")
 """Settings that add, drop or run stages differently without changing any finished result."""
+
+
+def cold_start_identity(cfg: DemoConfig) -> dict[str, Any]:
+    """The `COLD_START_KEYS` settings of `cfg`, flat (`data.concurrency` left out: it changes
+    how fast the expert runs, not its trajectories)."""
+    from beacon.config import flatten, to_dict
+
+    flat = flatten(to_dict(cfg))
+    keep = {
+        key: value
+        for key, value in flat.items()
+        if key.split(".")[0] in COLD_START_KEYS and key != "data.concurrency"
+    }
+    return dict(sorted(keep.items()))
 
 
 def quick_overrides() -> list[str]:

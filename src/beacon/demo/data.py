@@ -31,7 +31,6 @@ from beacon.data.scripted import create_scripted_app
 from beacon.data.stages import copy_image, image_keys, run_trajectories
 from beacon.demo.config import DemoConfig
 from beacon.demo.expert import MODEL_NAME, ScriptedDemoExpert
-from beacon.demo.teacher import build_teacher_set
 from beacon.engines.config import EngineConfig
 from beacon.engines.serve import run_app_in_thread
 from beacon.eval.config import EvalConfig
@@ -104,9 +103,7 @@ def _build_sft_data(cfg: DemoConfig, root: Path, progress: bool) -> dict[str, in
         run_eval(text_run, progress=progress)
     finally:
         server.stop()
-    summary = write_sft_set(root, [Path(tool_run.out), Path(text_run.out)])
-    build_teacher_set(root, train, d.train_seed)
-    return summary
+    return write_sft_set(root, [Path(tool_run.out), Path(text_run.out)])
 
 
 def write_sft_set(root: Path, runs: list[Path]) -> dict[str, int]:

@@ -28,13 +28,14 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from beacon.demo.config import DemoConfig
-from beacon.demo.stages import OPD_VARIANTS, DemoStages
+from beacon.demo.stages import OPD_VARIANTS, REFUSED, DemoStages
 from beacon.demo.stats import (
     Interval,
     direct_answer_push,
     paired_difference,
     variant_metrics,
 )
+from beacon.jsonl import read_jsonl as jsonl_records
 
 PREMISE_DIRECT_SHARE = 0.1
 """Share of sampled rollouts on an easy item that answer directly, in the NAAR-premise paragraph
@@ -94,10 +95,15 @@ RL_CLAIMS = (
 """What the RL findings check, each against accuracy-only (beacon.md §4, the paper's ablation)."""
 
 STUDENT = "student (before)"
+EVAL = {"teacher": "teacher", STUDENT: "student"}
+"""Report label -> eval run name, for the models with one run."""
 OPD_CLAIMS = (
     Claim("OPD vanilla", STUDENT, "acc_tool", +1, "vanilla OPD raises the student's accuracy"),
+    Claim("OPD control", STUDENT, "acc_tool", 0, "the control (teacher = student) stays put"),
+    Claim("OPD vanilla", "OPD control", "acc_tool", +1, "vanilla OPD beats the control"),
     Claim("OPD revue", STUDENT, "acc_tool", +1, "ReVuE raises the student's accuracy"),
     Claim("OPD revue", "OPD vanilla", "acc_tool", +1, "ReVuE beats vanilla OPD"),
+    Claim("OPD reflection", "OPD vanilla", "acc_tool", +1, "the reflection alone beats vanilla"),
 )
 """What the ReVuE findings check: distillation helps the student, ReVuE more than vanilla OPD."""
 
@@ -107,9 +113,17 @@ def read_summary(eval_dir: Path) -> dict:
 
 
 def read_jsonl(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    """Every record of a run's JSONL file (`beacon.jsonl`'s bad-line policy); [] if missing."""
+    return list(jsonl_records(path))
+
+
+def check_line(check: dict) -> str:
+    """One line of a `teacher_check.json`: the check's own, and what the context did."""
+    from beacon.train.opd.probe import TeacherCheck
+
+    result = TeacherCheck.model_validate(check)
+    context = f"; context: {result.context.line()}" if result.context is not None else ""
+    return result.line() + context
 
 
 def fmt(value: Interval | float | None) -> str:
@@ -194,6 +208,12 @@ class DemoReport:
     def cold_start(self) -> list[str]:
         data = read_json(self.root / "sft" / "summary.json")
         lines = ["## 1. Cold start: SFT on the scripted expert's tool-biased trajectories", ""]
+        if self.cfg.cold_start == "shipped":
+            lines += [
+                "The cold-start checkpoint shipped with Beacon (`beacon/demo/assets/cold_start`, "
+                "the full demo's SFT stage, remade by `beacon demo --export-cold-start`).",
+                "",
+            ]
         if data:
             lines += table(
                 ["SFT rows by mode/tool/category", "count"], [[k, str(v)] for k, v in data.items()]
@@ -215,7 +235,8 @@ class DemoReport:
             if self.evaluated(ARM_LABELS.get(arm, arm), names):
                 labels.append(ARM_LABELS.get(arm, arm))
         lines += table(["variant", *(name for _, name in TABLE_METRICS)], self.metric_rows(labels))
-        lines += ["", *self.rl_training(), "", "### Findings against the paper's direction", ""]
+        lines += ["", *self.rl_training(), "", *self.hint_reliance()]
+        lines += ["### Findings against the paper's direction", ""]
         lines += self.findings(RL_CLAIMS) or ["(an arm is missing: no comparison)"]
         return [*lines, "", *self.naar_premise()]
 
@@ -284,6 +305,30 @@ class DemoReport:
         ]
         return ["GRPO training (summed over seeds):", "", *table(header, rows)]
 
+    def hint_reliance(self) -> list[str]:
+        """Per HGCE arm: accuracy without the hint on the items its hints rescued in training,
+        beside accuracy-only's on the same items (`DemoStages.hint_reliance`)."""
+        lines = []
+        for arm in self.cfg.rl.arms:
+            right, others, items = 0, 0, 0
+            for seed in range(self.cfg.seeds):
+                own = read_jsonl(
+                    self.paths.eval_dir(f"rescued-{arm}-s{seed}-by-{arm}") / "samples.jsonl"
+                )
+                base = read_jsonl(
+                    self.paths.eval_dir(f"rescued-{arm}-s{seed}-by-accuracy") / "samples.jsonl"
+                )
+                right += sum(r["correct"] for r in own)
+                others += sum(r["correct"] for r in base)
+                items += len(own)
+            if items:
+                lines.append(
+                    f"- Hint reliance of {ARM_LABELS.get(arm, arm)}: on the {items} items its "
+                    f"hints rescued in training (all seeds), it answers {right / items:.2f} "
+                    f"right without the hint; accuracy-only of the same seeds {others / items:.2f}."
+                )
+        return [*lines, ""] if lines else []
+
     def findings(self, claims: Sequence[Claim]) -> list[str]:
         """One line per claim whose two variants are evaluated, on their paired difference."""
         lines = []
@@ -307,66 +352,80 @@ class DemoReport:
         lines = ["## 3. ReVuE in miniature: vanilla OPD vs ReVuE into a fresh student", ""]
         if not self.cfg.revue.enabled:
             return [*lines, "(disabled: revue.enabled=false)", ""]
-        labels = []
-        if self.evaluated("teacher", ["teacher"]):
-            labels.append("teacher")
-        if self.evaluated("student (before)", ["student"]):
-            labels.append("student (before)")
+        labels = [label for label in ("teacher", STUDENT) if self.evaluated(label, [EVAL[label]])]
+        refused = []
         for variant in OPD_VARIANTS:
-            if self.evaluated(f"OPD {variant}", [f"opd-{variant}"]):
+            runs = [(variant, seed) for seed in range(self.cfg.seeds)]
+            refused += [self.paths.opd_dir(v, s) / REFUSED for v, s in runs]
+            if self.evaluated(f"OPD {variant}", [f"opd-{v}-s{s}" for v, s in runs]):
                 labels.append(f"OPD {variant}")
-        header = [
-            "model",
-            "acc tool",
-            "acc notool",
-            "tool rate",
-            "tokens (tool)",
-            "complete reflections",
-            "impact sparsity",
+        header = ["model", "acc tool", "acc notool", "tool rate", "tokens (tool)"]
+        header += ["complete reflections", "impact sparsity", "steps skipped"]
+        rows = [self.revue_row(label) for label in labels]
+        lines += [*self.teacher_note(), "", *table(header, rows), ""]
+        lines += [
+            f"- {path.parent.name} refused: {path.read_text().strip()}"
+            for path in refused
+            if path.exists()
         ]
-        rows = []
-        for label in labels:
-            m = self.metrics[label]
-            variant = label.removeprefix("OPD ") if label.startswith("OPD ") else None
-            tokens = self.response_tokens(label)
-            coverage, sparsity = self.opd_stats(variant) if variant else ("", "")
-            rows.append(
-                [
-                    label,
-                    fmt(m["acc_tool"]),
-                    fmt(m["acc_notool"]),
-                    fmt(m["tool_rate"]),
-                    f"{tokens:.1f}",
-                    coverage,
-                    sparsity,
-                ]
-            )
-        source = read_json(self.root / "opd" / "teacher.json").get("teacher")
-        note = (
-            f"Teacher: `{demo_path(source, self.root) if source else '?'}` (the RL run with the "
-            f"best tool-mode accuracy) after {self.cfg.revue.teacher_steps} SFT steps on "
-            "reflection-conditioned prompts (`beacon.demo.teacher`); every variant distils "
-            "from it."
-        )
-        lines += [note, "", *table(header, rows), ""]
         found = self.findings(OPD_CLAIMS)
         if found:
-            lines += ["### Findings against the paper's direction", "", *found, ""]
+            lines += ["", "### Findings against the paper's direction", "", *found, ""]
+        return lines
+
+    def revue_row(self, label: str) -> list[str]:
+        m = self.metrics[label]
+        variant = label.removeprefix("OPD ") if label.startswith("OPD ") else None
+        extra = self.opd_stats(variant) if variant else ("", "", "")
+        tokens = self.response_tokens(label)
+        return [
+            label,
+            fmt(m["acc_tool"]),
+            fmt(m["acc_notool"]),
+            fmt(m["tool_rate"]),
+            f"{tokens:.1f}",
+            *extra,
+        ]
+
+    def teacher_note(self) -> list[str]:
+        """Where the teacher comes from, and what OPD's teacher check measured of it."""
+        source = read_json(self.root / "opd" / "teacher.json").get("teacher")
+        v = self.cfg.revue
+        lines = [
+            f"Teacher: `{demo_path(source, self.root) if source else '?'}` (the RL run with the "
+            f"best tool-mode accuracy) after {v.teacher_steps} SFT steps on plain and "
+            "reflection-conditioned prompts (`beacon.demo.teacher`); every variant distils from "
+            f"it, {v.steps} steps of {v.items_per_step} items x {v.group_size} rollouts, "
+            f"{self.cfg.seeds} seeds; the control distils from the student itself."
+        ]
+        for variant in ("vanilla", "reflection"):
+            check = read_json(self.paths.opd_dir(variant, 0) / "teacher_check.json")
+            if check:
+                lines.append(f"- teacher check ({variant}, seed 0): {check_line(check)}")
         return lines
 
     def response_tokens(self, label: str) -> float:
-        name = {"student (before)": "student", "teacher": "teacher"}.get(
-            label, "opd-" + label.removeprefix("OPD ")
-        )
+        """Mean response tokens in tool mode over the label's eval runs."""
+        if label in EVAL:
+            names = [EVAL[label]]
+        else:
+            variant = label.removeprefix("OPD ")
+            names = [f"opd-{variant}-s{seed}" for seed in range(self.cfg.seeds)]
         records = [
             r
+            for name in names
             for r in read_jsonl(self.paths.eval_dir(name) / "samples.jsonl")
             if r["mode"] == "tool"
         ]
         return float(np.mean([r["response_tokens"] for r in records])) if records else math.nan
 
-    def opd_stats(self, variant: str) -> tuple[str, str]:
-        rows = read_jsonl(self.paths.opd_dir(variant) / "metrics.jsonl")
+    def opd_stats(self, variant: str) -> tuple[str, str, str]:
+        """Complete reflections, mean impact sparsity and skipped steps over the seeds' runs."""
+        rows = [
+            row
+            for seed in range(self.cfg.seeds)
+            for row in read_jsonl(self.paths.opd_dir(variant, seed) / "metrics.jsonl")
+        ]
         coverage = {
             k.removeprefix("coverage_"): sum(r.get(k, 0) for r in rows)
             for r0 in rows[:1]
@@ -376,7 +435,8 @@ class DemoReport:
         slots = sum(coverage.values())
         complete = f"{coverage.get('complete', 0)}/{slots}" if slots else "n/a (no critic)"
         sparsity = [r["impact_sparsity"] for r in rows if r.get("impact_sparsity") is not None]
-        return complete, (f"{np.mean(sparsity):.2f}" if sparsity else "n/a")
+        skipped = f"{sum(r.get('update_skipped', 0) for r in rows)}/{len(rows)}"
+        return complete, (f"{np.mean(sparsity):.2f}" if sparsity else "n/a"), skipped
 
     def timings(self) -> list[str]:
         times = read_json(self.root / "timings.json")
@@ -443,11 +503,7 @@ class DemoReport:
 
     def plot_revue(self, fig: Figure) -> bool:
         """The ReVuE comparison: the student before distillation, after vanilla OPD, after ReVuE."""
-        labels = [
-            k
-            for k in ("student (before)", *(f"OPD {v}" for v in OPD_VARIANTS))
-            if k in self.metrics
-        ]
+        labels = [k for k in (STUDENT, *(f"OPD {v}" for v in OPD_VARIANTS)) if k in self.metrics]
         if not labels:
             return False
         for ax, key, title in zip(

@@ -51,8 +51,8 @@ def quiet_libraries() -> None:
     logging.getLogger("accelerate").setLevel(logging.ERROR)
 
 
-def run_stages(cfg: DemoConfig, log: Log) -> None:
-    """Run every stage, logging `[i/N] name` and its wall time to `log`.
+def run_stages(cfg: DemoConfig, log: Log, stages: list[Stage] | None = None) -> None:
+    """Run every stage (or `stages`), logging `[i/N] name` and its wall time to `log`.
 
     The evaluation, GRPO and OPD stages load the same ~600 synthetic items (held-out, RL and OPD
     pools): one `render_once` block over all stages renders each once (~360 MB held), instead
@@ -63,7 +63,7 @@ def run_stages(cfg: DemoConfig, log: Log) -> None:
     from beacon.train.core.collate import shared_pixels
 
     with render_once(), shared_pixels():
-        _Schedule(cfg, DemoStages(cfg).stages(), log).run()
+        _Schedule(cfg, DemoStages(cfg).stages() if stages is None else stages, log).run()
 
 
 class _Schedule:

@@ -12,6 +12,10 @@ Order (folders under the demo's `out`):
 7. `eval/NAME/`: `run_eval` of every trained model on the held-out items, tool and notool mode.
 8. `report.md` (`beacon.demo.report`).
 
+With `cold_start: shipped` (`--quick`), stages 1-3 are replaced by the cold-start checkpoint
+shipped in the package (`shipped_cold_start`), made by a full demo's stage 3 (`beacon demo
+--export-cold-start`); stages 5-6 need stage 2's data and do not run.
+
 Resuming: a finished stage (final checkpoint, or eval summary, present) is skipped and keeps
 its recorded time; an unfinished training stage resumes from its newest checkpoint and an
 unfinished eval from its records. So rerunning `beacon demo` after a `kill -9` loses at most one
@@ -27,10 +31,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from beacon.agent.config import AgentConfig
+from beacon.benchmarks.synth_demo import SynthDemo
 from beacon.demo.config import DemoConfig
 from beacon.demo.data import TRAIN_BENCH, build_sft_data, expert_agent
 from beacon.demo.model import make_demo_model
-from beacon.demo.teacher import TEACHER_DATA
+from beacon.demo.teacher import TEACHER_DATA, build_teacher_set
 
 logger = logging.getLogger(__name__)
 
@@ -46,16 +51,25 @@ OPD_VARIANTS = {
     "vanilla": ("base", "uniform"),
     "reflection": ("reflection", "uniform"),
     "revue": ("reflection", "revue"),
+    "control": ("base", "uniform"),
 }
 """OPD variant -> (teacher.context, revue.weighting) (docs/train.md, "OPD"): vanilla OPD, the
-paper's "reflection without reweighting" ablation, and ReVuE; the middle one separates what the
-reflection-conditioned teacher does from what the token weights do."""
+paper's "reflection without reweighting" ablation, ReVuE, and the control: vanilla OPD with the
+student as its own teacher, a run without learning signal that must leave the student where it
+was. The middle two separate what the reflection-conditioned teacher does from what the token
+weights do."""
+CONTROL = "control"
+REFUSED = "refused.txt"
+"""In an OPD run folder: the teacher check's refusal, which ends that run (the report says why)."""
 
 RL_BENCH = "synth_demo_rl"
 """RL items: large, tiny, large, search (`beacon.benchmarks.synth_demo.RL_MIX`)."""
 EVAL_SEED = 2
 RL_SEED = 11
 STUDENT_INIT_SEED = 1
+COLD_START_DIR = "cold_start"
+COLD_START_RECORD = "cold_start.json"
+"""In a shipped cold start: the settings it was made with (`config.cold_start_identity`)."""
 
 
 @dataclass(frozen=True)
@@ -68,6 +82,13 @@ class Stage:
     job: str | None = None
     """The run this stage trains or evaluates (a GRPO run, an OPD variant): a job's stages run
     in order, in one process, beside other jobs' (`beacon.demo.schedule`)."""
+
+
+def shipped_cold_start() -> Path:
+    """The cold-start checkpoint shipped in the package (`src/beacon/demo/assets/cold_start`)."""
+    from importlib.resources import files
+
+    return Path(str(files("beacon.demo") / "assets" / COLD_START_DIR))
 
 
 def final_checkpoint(run_dir: Path, steps: int) -> Path:
@@ -100,9 +121,15 @@ def greedy_agent() -> AgentConfig:
 
 
 def sampling_agent() -> AgentConfig:
-    """RL and OPD rollouts: temperature 1, code greedy (the study's setting)."""
+    """RL rollouts: temperature 1 for every token (the feasibility study's setting)."""
     agent = expert_agent()
     return agent.model_copy(update={"temperature": 1.0, "max_total_new_tokens": 96})
+
+
+def opd_agent() -> AgentConfig:
+    """OPD rollouts as the ReVuE paper samples them: text at temperature 1 with top-p 0.9 and
+    top-k 50, code at temperature 0."""
+    return sampling_agent().model_copy(update={"code_temperature": 0.0, "top_p": 0.9, "top_k": 50})
 
 
 class DemoStages:
@@ -118,6 +145,8 @@ class DemoStages:
 
     # -- paths ---------------------------------------------------------------------------------
     def sft_model(self) -> Path:
+        if self.cfg.cold_start == "shipped":
+            return shipped_cold_start()
         return final_checkpoint(self.sft_dir, self.cfg.sft.steps)
 
     def rl_dir(self, arm: str, seed: int) -> Path:
@@ -132,11 +161,19 @@ class DemoStages:
     def student_model(self) -> Path:
         return final_checkpoint(self.student_dir, self.cfg.revue.student_sft_steps)
 
-    def opd_dir(self, variant: str) -> Path:
-        return self.root / "opd" / variant
+    def opd_dir(self, variant: str, seed: int) -> Path:
+        return self.root / "opd" / f"{variant}-s{seed}"
 
-    def opd_model(self, variant: str) -> Path:
-        return final_checkpoint(self.opd_dir(variant), self.cfg.revue.steps)
+    def opd_model(self, variant: str, seed: int) -> Path:
+        return final_checkpoint(self.opd_dir(variant, seed), self.cfg.revue.steps)
+
+    def opd_done(self, variant: str, seed: int) -> bool:
+        run = self.opd_dir(variant, seed)
+        return is_complete(run, self.cfg.revue.steps) or (run / REFUSED).exists()
+
+    def opd_runs(self) -> list[tuple[str, int]]:
+        """Seed-major, as the RL runs."""
+        return [(variant, seed) for seed in range(self.cfg.seeds) for variant in OPD_VARIANTS]
 
     def eval_dir(self, name: str) -> Path:
         return self.root / "eval" / name
@@ -149,16 +186,8 @@ class DemoStages:
     def stages(self) -> list[Stage]:
         """Every stage in order; names are what progress lines print."""
         c = self.cfg
-        out = [
-            Stage("build the demo model", self.build_model, self.model_dir_done),
-            Stage("scripted expert -> SFT data", self.build_data, self.data_done),
-            Stage(
-                "cold-start SFT",
-                lambda: self.sft(self.sft_dir, self.model_dir, c.sft.steps),
-                lambda: is_complete(self.sft_dir, c.sft.steps),
-            ),
-            self.eval_stage("evaluate the SFT model", "sft", self.sft_model),
-        ]
+        out = [] if c.cold_start == "shipped" else self.cold_start_stages()
+        out.append(self.eval_stage("evaluate the SFT model", "sft", self.sft_model))
         for arm, seed in self.rl_runs():
             name = f"{arm}-s{seed}"
             out.append(
@@ -177,6 +206,8 @@ class DemoStages:
                     job=f"GRPO {name}",
                 )
             )
+        if any(RL_ARMS[arm][1] for arm in c.rl.arms) and "accuracy" in c.rl.arms:
+            out.append(Stage("hint reliance of HGCE", self.hint_reliance, self.hint_reliance_done))
         if c.revue.enabled:
             out.append(
                 Stage(
@@ -194,24 +225,47 @@ class DemoStages:
                 )
             )
             out.append(self.eval_stage("evaluate the student", "student", self.student_model))
-            for variant in OPD_VARIANTS:
-                out.append(
-                    Stage(
-                        f"OPD {variant}",
-                        lambda v=variant: self.opd(v),
-                        lambda v=variant: is_complete(self.opd_dir(v), c.revue.steps),
-                        job=f"OPD {variant}",
-                    )
-                )
-                out.append(
-                    self.eval_stage(
-                        f"evaluate OPD {variant}",
-                        f"opd-{variant}",
-                        lambda v=variant: self.opd_model(v),
-                        job=f"OPD {variant}",
-                    )
-                )
+            for variant, seed in self.opd_runs():
+                out += self.opd_stages(variant, seed)
         return out
+
+    def opd_stages(self, variant: str, seed: int) -> list[Stage]:
+        """One OPD run and its evaluation (none when the teacher check refused the run)."""
+        name = f"{variant}-s{seed}"
+        refused = self.opd_dir(variant, seed) / REFUSED
+        return [
+            Stage(
+                f"OPD {name}",
+                lambda: self.opd(variant, seed),
+                lambda: self.opd_done(variant, seed),
+                job=f"OPD {name}",
+            ),
+            Stage(
+                f"evaluate OPD {name}",
+                lambda: (
+                    None
+                    if refused.exists()
+                    else self.evaluate(f"opd-{name}", self.opd_model(variant, seed))
+                ),
+                lambda: (
+                    refused.exists() or (self.eval_dir(f"opd-{name}") / "summary.json").exists()
+                ),
+                job=f"OPD {name}",
+            ),
+        ]
+
+    def cold_start_stages(self) -> list[Stage]:
+        """Stages 1-3: the model, the expert data, the cold-start SFT."""
+        steps = self.cfg.sft.steps
+        return [
+            Stage("build the demo model", self.build_model, self.model_dir_done),
+            Stage("scripted expert -> SFT data", self.build_data, self.data_done),
+            Stage(
+                "cold-start SFT",
+                lambda: self.sft(self.sft_dir, self.model_dir, steps),
+                lambda: is_complete(self.sft_dir, steps),
+            ),
+        ]
 
     def eval_stage(
         self,
@@ -227,11 +281,19 @@ class DemoStages:
             job,
         )
 
+    def hint_reliance_done(self) -> bool:
+        return all(
+            (self.eval_dir(f"rescued-{arm}-s{seed}-by-{owner}") / "summary.json").exists()
+            for arm, seed in self.rl_runs()
+            if self.rescued(arm, seed)
+            for owner in (arm, "accuracy")
+        )
+
     def model_dir_done(self) -> bool:
         return (self.model_dir / "beacon_demo.json").exists()
 
     def data_done(self) -> bool:
-        return all((self.root / d / "summary.json").exists() for d in ("sft", TEACHER_DATA))
+        return (self.root / "sft" / "summary.json").exists()
 
     def build_model(self) -> None:
         if not self.model_dir_done():
@@ -320,8 +382,12 @@ class DemoStages:
         run_grpo(cfg, resume=(run_dir / "config.yaml").exists())
 
     def teacher_sft(self) -> None:
-        """The teacher learns the reflection-conditioned prompts it will score with."""
-        v = self.cfg.revue
+        """The teacher learns the reflection-conditioned prompts it will score with
+        (`beacon.demo.teacher`; its data is built once, from the cold start's SFT set)."""
+        v, d = self.cfg.revue, self.cfg.data
+        if not (self.root / TEACHER_DATA / "summary.json").exists():
+            samples = list(SynthDemo().load(limit=d.train_items, seed=d.train_seed))
+            build_teacher_set(self.root, samples, d.train_seed, v.position)
         self.sft(
             self.teacher_dir,
             self.teacher_source(),
@@ -350,33 +416,89 @@ class DemoStages:
         record.write_text(json.dumps(chosen, indent=2) + "\n")
         return self.rl_model(*best)
 
-    def opd(self, variant: str) -> None:
+    def opd(self, variant: str, seed: int) -> None:
+        """One OPD run; a teacher the check refuses ends it with `REFUSED` (the report says
+        why), the demo goes on."""
+        from beacon.errors import UserError
         from beacon.train.opd import OPDConfig, run_opd
 
-        run_dir = self.opd_dir(variant)
+        run_dir = self.opd_dir(variant, seed)
         v = self.cfg.revue
-        if is_complete(run_dir, v.steps):
+        if self.opd_done(variant, seed):
             return
         context, weighting = OPD_VARIANTS[variant]
+        control = variant == CONTROL
+        teacher = self.student_model() if control else self.teacher_model()
+        check = {"on_fail": "warn"} if control else {"on_fail": v.teacher_check}
+        check["on_context_hurts"] = v.context_check
+        rollouts = v.group_size * v.items_per_step
         cfg = OPDConfig.model_validate(
             {
                 "model": {"path": str(self.student_model())},
-                "teacher": {"path": str(self.teacher_model()), "context": context},
-                "teacher_check": {"on_fail": v.teacher_check},
+                "teacher": {"path": str(teacher), "context": context, "position": v.position},
+                "teacher_check": {**check, "items": v.check_items},
                 "data": {"benchmark": TRAIN_BENCH, "limit": self.cfg.rl.items, "seed": RL_SEED},
                 "rollout": {
                     "group_size": v.group_size,
                     "items_per_step": v.items_per_step,
-                    "agent": sampling_agent().model_dump(),
-                    "batch_size": v.group_size * v.items_per_step,
+                    "agent": opd_agent().model_dump(),
+                    "batch_size": rollouts,
+                    "concurrency": rollouts,
                 },
                 "revue": {"weighting": weighting, "critic_timeout_s": 60.0, "critic_retries": 1},
-                "train": _train_config(self.cfg, run_dir, 0, v.steps, v.lr, min_lr_ratio=1.0),
+                "train": _train_config(
+                    self.cfg,
+                    run_dir,
+                    seed,
+                    v.steps,
+                    v.lr,
+                    warmup_steps=v.warmup_steps,
+                    min_lr_ratio=1.0,
+                ),
             }
         )
-        run_opd(cfg, resume=(run_dir / "config.yaml").exists())
+        try:
+            run_opd(cfg, resume=(run_dir / "config.yaml").exists())
+        except UserError as exc:  # the teacher check: recorded, the other runs go on
+            (run_dir / REFUSED).write_text(f"{exc}\n")
+            logger.warning("OPD %s-s%d refused: %s", variant, seed, exc)
 
     def evaluate(self, name: str, model: Path) -> None:
+        """Held-out evaluation of `model`: `eval.items` items, tool and notool mode, greedy."""
+        self._eval(
+            name, model, TRAIN_BENCH, EVAL_SEED, ["tool", "notool"], limit=self.cfg.eval.items
+        )
+
+    def hint_reliance(self) -> None:
+        """Each HGCE run's rescued items (a hinted group with a right answer, `hgce.jsonl`),
+        answered without the hint by the run's model and by the accuracy-only model of its seed."""
+        for arm, seed in self.rl_runs():
+            ids = self.rescued(arm, seed)
+            if not ids:
+                continue
+            for owner in (arm, "accuracy"):
+                name = f"rescued-{arm}-s{seed}-by-{owner}"
+                model = self.rl_model(owner, seed)
+                self._eval(name, model, RL_BENCH, RL_SEED, ["tool"], ids={RL_BENCH: ids})
+
+    def rescued(self, arm: str, seed: int) -> list[str]:
+        """Ids of the items HGCE rescued in run (`arm`, `seed`), in first-rescue order."""
+        from beacon.jsonl import read_jsonl
+        from beacon.train.grpo.recipe import HGCE_LOG
+
+        rows = read_jsonl(self.rl_dir(arm, seed) / HGCE_LOG)
+        return list(dict.fromkeys(str(r["sample_id"]) for r in rows if any(r["correct"])))
+
+    def _eval(
+        self,
+        name: str,
+        model: Path,
+        bench: str,
+        seed: int,
+        modes: list[str],
+        limit: int | None = None,
+        ids: dict[str, list[str]] | None = None,
+    ) -> None:
         from beacon.engines.config import EngineConfig
         from beacon.eval.config import EvalConfig
         from beacon.eval.runner import run_eval
@@ -385,11 +507,12 @@ class DemoStages:
         cfg = EvalConfig(
             engine=EngineConfig(name="hf", model=str(model), device="cpu", batch_size=e.batch_size),
             agent=greedy_agent(),
-            benchmarks=[TRAIN_BENCH],
-            limit=e.items,
-            modes=["tool", "notool"],
+            benchmarks=[bench],
+            limit=limit if ids is None else self.cfg.rl.items,
+            ids=ids,
+            modes=modes,
             concurrency=e.batch_size,
-            seed=EVAL_SEED,
+            seed=seed,
             out=str(self.eval_dir(name)),
             bootstrap=0,
             report=False,

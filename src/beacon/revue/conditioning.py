@@ -1,11 +1,14 @@
 """Teacher conditioning (Appendix A.3): reflection text, conditioned chat, token alignment check.
 
 The reflection-conditioned teacher sees the student's exact history with two additions to the
-first user message: the reflection text appended at its end, and the anchor's support images
-inserted right after the original image(s), hence before every image the trajectory produced
-(those live in later observation messages). The student's completion must then re-encode to the
-same token ids and the same length; any difference means the teacher would score other tokens,
-so q^R is discarded for that trajectory (u_i = 0, counted as "misaligned").
+first user message: the reflection text, and the anchor's support images inserted right after
+the original image(s), hence before every image the trajectory produced (those live in later
+observation messages). The paper appends the text at the message's end (`position="end"`);
+`position="before_question"` puts it after the images, before the question, so the question
+stays next to the answer: a model that copies from the question by relative position (a crop's
+coordinates) copies as it did without the reflection. The student's completion must then
+re-encode to the same token ids and the same length; any difference means the teacher would
+score other tokens, so q^R is discarded for that trajectory (u_i = 0, counted as "misaligned").
 
 `condition_messages` works on the chat structure of `beacon.engines.base.Message` and never
 mutates its input; what tokenizes it is the teacher engine's business.
@@ -47,10 +50,20 @@ def reflection_text(reflection: Reflection) -> str:
     return "\n".join(lines)
 
 
+POSITIONS = ("end", "before_question")
+"""Where the reflection text goes in the first user message (module docstring)."""
+
+
 def condition_messages(
-    messages: Sequence[dict[str, Any]], text: str, support_images: Sequence[Image.Image] = ()
+    messages: Sequence[dict[str, Any]],
+    text: str,
+    support_images: Sequence[Image.Image] = (),
+    position: str = "end",
 ) -> list[dict[str, Any]]:
-    """A copy of `messages` with `text` and `support_images` added to the first user message."""
+    """A copy of `messages` with `text` and `support_images` added to the first user message,
+    the text at `position` (one of `POSITIONS`)."""
+    if position not in POSITIONS:
+        raise ValueError(f"reflection position {position!r}; choose one of {POSITIONS}")
     out = [dict(m) for m in messages]
     index = next((i for i, m in enumerate(out) if m["role"] == "user"), None)
     if index is None:
@@ -60,7 +73,10 @@ def condition_messages(
     last_image = max((i for i, p in enumerate(parts) if p.get("type") == "image"), default=-1)
     images = [{"type": "image", "image": im} for im in support_images]
     parts[last_image + 1 : last_image + 1] = images
-    parts.append({"type": "text", "text": "\n\n" + text})
+    if position == "end":
+        parts.append({"type": "text", "text": "\n\n" + text})
+    else:
+        parts.insert(last_image + 1 + len(images), {"type": "text", "text": text + "\n\n"})
     out[index] = {**out[index], "content": parts}
     return out
 

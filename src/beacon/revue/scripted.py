@@ -12,8 +12,8 @@ metadata gives the evidence `region` and the design `difficulty` (`synth`, `synt
   design, i.e. its evidence is readable at full view; every post-tool state whose crop (the
   `image.crop((x0, y0, x1, y1))` of the call that made it, read from the rollout's code) contains
   the whole region, with the image that call returned as support.
-- Reading: the question as query slot, the reference answer as observed value, the item's facts
-  as the visual fact.
+- Reading: the question without its box coordinates as query slot, the reference answer as
+  observed value, the item's facts as the visual fact.
 - First broken link per rollout: CORRECT for a correct rollout; OTHER when it gave no answer;
   READ when it owned or saw a sufficient state; otherwise ACQUIRE (its crop missed the region,
   or it answered a hard item without cropping).
@@ -48,6 +48,7 @@ _FINAL = re.compile(r"Final answer: (.*)")
 _CROP = re.compile(r"\.crop\(\(\s*(-?\d+)\s*,\s*(-?\d+)\s*,\s*(-?\d+)\s*,\s*(-?\d+)\s*\)\)")
 _STATE = re.compile(r"\[sandbox call -> state (\S+)\]")
 _RETURNED = "images returned: "
+_BOX = re.compile(r"\s*(?:at\s*)?\(\s*-?\d+(?:\s*,\s*-?\d+){3}\s*\)")
 ORIGINAL = {"state_id": "ORIGINAL_STATE", "support_image_ids": ["ORIGINAL_IMAGE"]}
 
 
@@ -171,9 +172,12 @@ def task_fields(text: str) -> tuple[str, str]:
 
 
 def reading(question: str, reference: str, facts: Any) -> dict[str, str]:
-    """The reading part of the critic output: the question, the reference, the item's facts."""
+    """The reading part of the critic output: the question without box coordinates (what is
+    asked, not where: a teacher reads the place from the question itself), the reference, the
+    item's facts."""
     fact = f"the image shows {json.dumps(facts)}" if facts else f"the image shows {reference}"
-    return {"query_slot": question, "observed_value": reference, "visual_fact": fact}
+    slot = _BOX.sub("", question)
+    return {"query_slot": slot, "observed_value": reference, "visual_fact": fact}
 
 
 GROUNDING = {"rule": "the answer is the observed value"}

@@ -34,6 +34,7 @@ from typing import Any
 
 import torch
 
+from beacon.jsonl import JsonlWriter
 from beacon.rl import GroupOutcomes, check_hint, group_outcomes, needs_hint, score_groups
 from beacon.rollout import Group, Rollouts, RolloutStats
 from beacon.train.core import loop
@@ -53,6 +54,9 @@ from beacon.types import Sample
 
 logger = logging.getLogger(__name__)
 
+HGCE_LOG = "hgce.jsonl"
+"""The run's hinted groups, one line each (`log_hinted`); cut back to the checkpoint on resume."""
+
 
 @dataclass
 class GRPOParts:
@@ -66,6 +70,7 @@ class GRPOParts:
     samples: list[Sample]
     tokenizer: Any
     collate: Collate
+    run_dir: Path
 
 
 @dataclass
@@ -120,7 +125,19 @@ def rescue(
             hints.append(hint)
     if samples:
         out.groups, stats = parts.rollouts.groups(samples, step, hints=hints)
+        log_hinted(parts.run_dir / HGCE_LOG, out.groups, step + 1)
     return out, stats
+
+
+def log_hinted(path: Path, groups: list[Group], step: int) -> None:
+    """One `HGCE_LOG` line per hinted group: which item, the hint, its responses' verdicts (a
+    group with a right answer is rescued), so a report can ask how the model does on rescued
+    items without the hint."""
+    lines = JsonlWriter(path)
+    for g in groups:
+        item = {"benchmark": g.sample.benchmark, "sample_id": g.sample.id, "hint": g.hint}
+        lines.write({"step": step, **item, "correct": g.correct})
+    lines.close()
 
 
 def grpo_step(parts: GRPOParts, cfg: GRPOConfig, state: TrainState) -> loop.StepOutput:
@@ -232,6 +249,7 @@ def build_parts(cfg: GRPOConfig, accelerator: Any, run_dir: Path, stack: Any) ->
         collate=lambda rows: collate(
             rows, tokenizer.pad_token_id, tokenizer.image_token_id, pixels
         ),
+        run_dir=run_dir,
     )
 
 
@@ -262,6 +280,7 @@ def run_grpo(cfg: GRPOConfig, resume: bool = False) -> TrainState:
             resume,
             step=lambda state: grpo_step(parts, cfg, state),
             sync=lambda: sync_weights(parts),
+            logs=(HGCE_LOG,),
         )
     accelerator.end_training()
     return state

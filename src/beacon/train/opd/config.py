@@ -45,6 +45,12 @@ class TeacherConfig(_Strict):
         description="Re-encode the completion text with the teacher tokenizer and require the "
         "student's exact ids (Appendix A.3); a mismatch falls back to the base teacher.",
     )
+    position: Literal["end", "before_question"] = Field(
+        "end",
+        description="Where the reflection (or reference answer) goes in the first user message: "
+        "end (the paper's), or before_question (the question stays next to the answer, for "
+        "teachers that copy from it by position).",
+    )
 
 
 class TeacherCheckConfig(_Strict):

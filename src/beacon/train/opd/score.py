@@ -112,6 +112,7 @@ def conditioned_sequence(
     tokenizer: Any,
     load_key: Callable[[str], Image.Image],
     reencode_check: bool = True,
+    position: str = "end",
 ) -> Conditioned:
     """The teacher's conditioned sequence for `trajectory` (see the module docstring)."""
     prompt = trajectory.segments[0]
@@ -126,7 +127,7 @@ def conditioned_sequence(
             return Conditioned(None, check)
     support = [load_key(key) for key in support_keys]
     rendered = tokenizer.render_chat(
-        condition_messages(messages, text, support), add_generation_prompt=True
+        condition_messages(messages, text, support, position), add_generation_prompt=True
     )
     prompt_ids = tokenizer.encode(rendered, [*images, *support])
     out = EncodedTrajectory(

@@ -181,6 +181,7 @@ def conditioned_scores(parts: OPDParts, d: Distilled, i: int) -> TeacherScores |
         parts.tokenizer,
         parts.store.get,
         parts.cfg.teacher.reencode_check,
+        parts.cfg.teacher.position,
     )
     d.aligned[i] = cond.alignment.aligned
     if cond.encoded is None:
