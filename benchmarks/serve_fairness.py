@@ -29,19 +29,7 @@ from beacon.engines.hf import HFEngine
 from beacon.engines.serve import serve_in_thread
 from beacon.engines.serve_guard import ServeSettings
 from beacon.engines.tiny import cached_tiny_model
-
-
-class NoEndOfSequence:
-    """Masks end-of-sequence tokens and counts decode steps (to know the long one started)."""
-
-    def __init__(self, eos: list[int]) -> None:
-        self.eos, self.steps = eos, 0
-
-    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-        self.steps += 1
-        scores = scores.clone()
-        scores[:, self.eos] = float("-inf")
-        return scores
+from beacon.testing.script_choice import NoEndOfSequence
 
 
 def timed_chat(base_url: str, text: str, max_tokens: int) -> float:

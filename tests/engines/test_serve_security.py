@@ -23,6 +23,7 @@ from PIL import ImageFile
 from beacon.engines.hf import HFEngine
 from beacon.engines.openai import OpenAIEngine, image_data_url
 from beacon.engines.serve import serve_in_thread
+from beacon.testing.script_choice import NoEndOfSequence
 
 from .helpers import make_image
 
@@ -384,20 +385,6 @@ def test_image_decoding_does_not_hold_the_event_loop(base, monkeypatch):
 # --- sharing the engine ----------------------------------------------------------------------
 
 
-class _CountSteps:
-    """Counts decode steps of every batch, and keeps end-of-sequence away (so a request runs
-    to its max_tokens)."""
-
-    def __init__(self, eos: list[int]) -> None:
-        self.eos, self.steps = eos, 0
-
-    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-        self.steps += 1
-        scores = scores.clone()
-        scores[:, self.eos] = float("-inf")
-        return scores
-
-
 def test_a_short_request_is_not_held_for_a_long_ones_length(tiny_dir):
     """The short request arrives while the long one runs; it must be answered long before the
     long one's last token (counted in decode steps, not seconds)."""
@@ -405,7 +392,7 @@ def test_a_short_request_is_not_held_for_a_long_ones_length(tiny_dir):
 
     long_tokens = 400
     engine = HFEngine(tiny_dir("qwen2_vl"), batch_size=4)
-    counter = _CountSteps(engine.tokenizer.eos_token_ids)
+    counter = NoEndOfSequence(engine.tokenizer.eos_token_ids)
     engine.logits_processors = [counter]
     handle = serve_in_thread(engine, "tiny", settings=ServeSettings(chunk_tokens=16))
     replies: list[httpx.Response] = []

@@ -56,3 +56,17 @@ def synth_choices(tokenizer: Any, answers: Sequence[str]) -> ScriptChoice:
     scripted = [tokenizer.encode(f"<answer>{a}</answer>") for a in answers]
     marker = tokenizer.encode("</sandbox_output>")[0]
     return ScriptChoice([[*scripted, tokenizer.encode(CROP_CALL)], scripted], marker)
+
+
+class NoEndOfSequence:
+    """Logits processor that keeps end-of-sequence away, so a request runs to its max_tokens,
+    and counts the decode steps it saw (to tell that a long request has started)."""
+
+    def __init__(self, eos: list[int]) -> None:
+        self.eos, self.steps = eos, 0
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        self.steps += 1
+        scores = scores.clone()
+        scores[:, self.eos] = float("-inf")
+        return scores
