@@ -15,9 +15,9 @@ import threading
 import weakref
 import zlib
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable
 from pathlib import Path
-from typing import Any, BinaryIO, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 from isal import isal_zlib
@@ -223,75 +223,11 @@ class _Pending(Generic[T]):
 
 def image_key(image: Image.Image, pixels: np.ndarray | None = None) -> str:
     """SHA-256 of an image's mode, size and raw pixels (`tobytes()`): equal images get equal
-    keys. Hashed piece by piece (`raw_chunks`): 2.1 ms for a 1024x768 image against 3.5 with
-    `tobytes()`, whose fresh 2.4 MB buffer costs more in page faults than the hash itself.
-    `pixels`: the image's `np.asarray` (the same bytes for L, RGB and RGBA), when the caller
-    has it anyway (`png_bytes`), hashed as it is."""
+    keys. `pixels`: the image's `np.asarray` (the same bytes for L, RGB and RGBA), when the
+    caller has it anyway (`png_bytes`), hashed as it is."""
     digest = hashlib.sha256(f"{image.mode}:{image.width}x{image.height}:".encode())
-    if pixels is not None:
-        digest.update(pixels.data)
-        return digest.hexdigest()
-    for chunk in raw_chunks(image):
-        digest.update(chunk)
+    digest.update(pixels.data if pixels is not None else image.tobytes())
     return digest.hexdigest()
-
-
-_RAW_CHUNK_BYTES = 64 << 10
-
-
-def raw_chunks(
-    image: Image.Image, rawmode: str = "", stride: int = 0, order: int = 1
-) -> Iterator[bytes]:
-    """`image.tobytes("raw", rawmode or image.mode, stride, order)` in pieces of whole rows
-    (64 KB, or one row if longer), never joined into one buffer.
-
-    Pillow's raw encoder, driven as `tobytes` drives it (`Image._getencoder`; Pillow has no
-    public streaming API). `order` -1 gives the rows bottom up, as BMP stores them.
-    """
-    if not image.width or not image.height:
-        return
-    encoder = _raw_encoder(image, rawmode, stride, order)
-    try:
-        while True:
-            _, status, chunk = encoder.encode(max(_RAW_CHUNK_BYTES, image.width * 4))
-            yield chunk
-            if status:
-                break
-    finally:
-        encoder.cleanup()
-    if status < 0:
-        raise OSError(f"encoding the image's pixels failed (Pillow encoder status {status})")
-
-
-def write_raw(
-    image: Image.Image, f: BinaryIO, rawmode: str = "", stride: int = 0, order: int = 1
-) -> None:
-    """Write `image.tobytes("raw", rawmode or image.mode, stride, order)` to the file `f`.
-
-    The encoder writes to the file descriptor itself through one reused buffer, with the GIL
-    released once (`encode_to_file`, the loop inside Pillow's own format writers). Writing
-    strips through the public `crop` and `tobytes` instead released it ~250 times per sandbox
-    session, and each wait to take it back cost 5-15% of eval throughput with 64 episodes at
-    once (`benchmarks/eval_throughput.py`; `beacon.sandbox.inputs` stores inputs with this).
-    """
-    if not image.width or not image.height:
-        return
-    encoder = _raw_encoder(image, rawmode, stride, order)
-    try:
-        f.flush()
-        status = encoder.encode_to_file(f.fileno(), max(_RAW_CHUNK_BYTES, image.width * 4))
-    finally:
-        encoder.cleanup()
-    if status < 0:
-        raise OSError(f"writing the image's pixels failed (Pillow encoder status {status})")
-
-
-def _raw_encoder(image: Image.Image, rawmode: str, stride: int, order: int) -> Any:
-    """Pillow's raw encoder set on `image`'s pixels (loaded first, as `tobytes` does)."""
-    image.load()
-    encoder = Image._getencoder(image.mode, "raw", (rawmode or image.mode, stride, order))
-    encoder.setimage(image.im, (0, 0, image.width, image.height))
-    return encoder
 
 
 pixel_key: PerImage[str] = PerImage(image_key)

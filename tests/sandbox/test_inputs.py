@@ -56,16 +56,20 @@ def test_wide_and_tall_images(tmp_path: Path) -> None:
         assert copy == pillows.getvalue() and pixels == rgb.tobytes("raw", "RGBX")
 
 
-def test_storing_only_reads_the_image(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_storing_never_saves_the_callers_image(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # The engine may encode the same image in another thread meanwhile; `save` sets attributes
     # on the image it saves (encoderinfo, encoderconfig), so two at once can mix them up.
-    def refuse(*args: object, **kwargs: object) -> None:
-        raise AssertionError("SessionInput.store called Image.save")
-
+    saved: list[Image.Image] = []
+    save = Image.Image.save
+    monkeypatch.setattr(
+        Image.Image, "save", lambda im, *a, **k: saved.append(im) or save(im, *a, **k)
+    )
     source = _image("RGB", (6, 4))
     before = (source.tobytes(), dict(source.__dict__))
-    monkeypatch.setattr(Image.Image, "save", refuse)
     _store(SessionInput.of(source, LIMIT), tmp_path)
+    assert saved and all(image is not source for image in saved)
     assert (source.tobytes(), dict(source.__dict__)) == before
 
 
