@@ -3,8 +3,8 @@
 Layout of the sandbox's root folder (bound read-write into the jail at the same path):
 
     <root>/                 0711 root      no listing: sessions cannot find each other
-      _code/                0755 root      worker.py, episode.py, outputs.py, crops.py, pixels.py,
-                                           wire.py: no beacon imports
+      _code/                0755 root      worker.py, episode.py, outputs.py, crops.py, wire.py:
+                                           no beacon imports
       _owner                0600 root      the owning process, for removing stale roots
       <session>/            0710 root:session   only the session's own uid can enter
         images/             0755 root      read-only copies of the input images (`image_path`)
@@ -50,7 +50,7 @@ from beacon.types import ImageSource
 
 logger = logging.getLogger(__name__)
 
-_CODE_FILES = ("worker.py", "episode.py", "outputs.py", "crops.py", "pixels.py", "wire.py")
+_CODE_FILES = ("worker.py", "episode.py", "outputs.py", "crops.py", "wire.py")
 _JAIL_VIEW = "/mnt/data"  # see the module docstring
 _INPUTS = "images"
 _PIXELS = "pixels"
