@@ -220,8 +220,8 @@ ATTACKS = [
     Attack("signals", "kill-everything", "os.kill(-1, 9)"),
     Attack("signals", "kill-init", "os.kill(1, 9)"),
     Attack("signals", "kill-own-group", "os.killpg(os.getpgid(0), 9)"),
-    # --- scheduling: spares wait at SCHED_IDLE and the worker may move processes back, so
-    # the code must not be able to do either, to itself or to the worker
+    # --- scheduling: without a uid of its own the code could starve its worker or raise
+    # itself above the other sessions' calls
     Attack(
         "scheduling",
         "realtime-self",
