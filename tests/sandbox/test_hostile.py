@@ -440,6 +440,14 @@ ATTACKS = [
         followup="print(x)",
         error_has="NameError",
     ),
+    Attack(
+        "carried-state",
+        "lock-made-a-folder",
+        "x = 1\n" + STATE_FILE + "os.unlink(state + '.lock')\nos.mkdir(state + '.lock')",
+        followup="print(x)",
+        error_has="NameError",
+        note_has="carried variables cannot be kept",
+    ),
     # --- System V IPC and POSIX message queues: shared by all sessions of a worker
     Attack(
         "ipc",

@@ -16,15 +16,12 @@ unpickled by the next child, lazily: a call loads only the variables its code ma
 (`read_names`), and the others are passed on as the same bytes. The trusted process never
 touches these bytes.
 
-The state file is saved after the result is out, so the next call of the session may start
-before the save ends. The children of a session take turns through an flock on
-`<state>.lock`: a child takes it before it reads the state and keeps it until it has saved
-its own, and it always takes it before it answers, so the next child (started only after that
-answer) queues behind it. Before answering, a child also writes `<state>.names`, the names it
-may save; the next child waits for the lock before running only if its code reads one of them
-(`prepare`), and otherwise takes it after running, while its predecessor's save has usually
-long ended. A save that never finished (the child was killed) is noticed through the call
-number in both files, and the call is told that those variables were not carried over.
+The state file is saved after the result is out, while the caller reads it. The children of a
+session take turns through an flock on `<state>.lock`, which a child takes before it reads the
+state and keeps until it has saved its own: the next call waits there for that save before
+its code runs (in an agent loop the save has long ended by then). The holder writes its call
+number into the lock file, so a save that never finished (the child was killed) is noticed,
+and the next call is told that those variables were not carried over.
 """
 
 from __future__ import annotations
@@ -83,8 +80,6 @@ class CallContext:
     carried: dict[str, bytes] = field(default_factory=dict)  # pickled, from the state file
     loaded: set[str] = field(default_factory=set)  # names unpickled into ns
     notes: list[str] = field(default_factory=list)
-    announced: frozenset[str] = frozenset()  # names the previous call said it may save
-    announced_by: int = 0  # the number of that call
     lock_fd: int = -1  # the session's state lock, held from claim_state until exit
 
 
@@ -116,12 +111,13 @@ def prepare(request: wire.RunRequest) -> CallContext:
     }  # fmt: skip
     ep.presets = {name: ep.ns[name] for name in _PRESET_NAMES}
     if request.carry:
-        ep.announced_by, ep.announced = _read_names(request.state_path + ".names")
-    if request.carry and tree is not None:
-        names = read_names(tree)
-        dynamic = names & _DYNAMIC_NAMES or "__dict__" in request.code
-        if dynamic or names & ep.announced:  # (a preset name counts: the code may rebind it)
+        try:
             claim_state(ep)
+        except OSError as exc:  # the code broke its own state folder
+            ep.notes.append(f"carried variables cannot be kept ({describe(exc)})"[:300])
+        if tree is not None and ep.carried:
+            names = read_names(tree)
+            dynamic = names & _DYNAMIC_NAMES or "__dict__" in request.code
             _load_variables(ep, ep.carried.keys() if dynamic else ep.carried.keys() & names)
     return ep
 
@@ -195,17 +191,18 @@ def _bound(target: ast.expr) -> set[str]:
             and isinstance(n.ctx, ast.Store)}  # fmt: skip
 
 
-_NAMES_HEAD = struct.Struct("<Q")  # number of the call that announced; then names, one a line
+_HOLDER = struct.Struct("<Q")  # the lock file: the number of the last call that held the lock
 
 
 def claim_state(ep: CallContext) -> None:
-    """Take the session's state lock (waiting for the previous call's save) and read the
-    state's index; notes a previous save that never finished. Idempotent."""
-    if ep.lock_fd >= 0:
-        return
+    """Take the session's state lock (waiting for the previous call's save), read the state
+    and note a previous save that never finished."""
     path = ep.request.state_path
     ep.lock_fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     fcntl.flock(ep.lock_fd, fcntl.LOCK_EX)
+    held = os.pread(ep.lock_fd, _HOLDER.size, 0)
+    held_by = _HOLDER.unpack(held)[0] if len(held) == _HOLDER.size else 0
+    os.pwrite(ep.lock_fd, _HOLDER.pack(ep.request.call), 0)
     saved_by = 0
     try:
         saved_by, ep.carried = _read_state(path)
@@ -213,7 +210,7 @@ def claim_state(ep: CallContext) -> None:
         pass
     except Exception as exc:  # a damaged or foreign file: the session starts over
         ep.notes.append(f"carried variables were lost ({type(exc).__name__}: {exc})"[:300])
-    if ep.announced_by > saved_by and ep.announced:
+    if held_by > saved_by:
         ep.notes.append("variables from the previous call were not carried over")
 
 
@@ -228,18 +225,6 @@ def _read_state(path: str) -> tuple[int, dict[str, bytes]]:
     return call, carried
 
 
-def _read_names(path: str) -> tuple[int, frozenset[str]]:
-    """The number of the call that wrote a names file and its names; read once, before the
-    code runs (the code could change the file)."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-        (call,) = _NAMES_HEAD.unpack_from(data)
-    except (OSError, struct.error):
-        return 0, frozenset()
-    return call, frozenset(data[_NAMES_HEAD.size :].decode("utf-8", "replace").split("\n")) - {""}
-
-
 def _load_variables(ep: CallContext, wanted: Iterable[str]) -> None:
     failed = []
     for name in wanted:
@@ -250,20 +235,6 @@ def _load_variables(ep: CallContext, wanted: Iterable[str]) -> None:
             failed.append(name)
     if failed:
         ep.notes.append(f"could not restore carried variables: {', '.join(failed)[:200]}")
-
-
-def announce_state(ep: CallContext) -> None:
-    """Before answering: hold the state lock and tell the next call which names it may find.
-
-    The names are those `save_state` will try; the ones that fail to pickle make the next call
-    wait for a save it did not need, nothing worse.
-    """
-    claim_state(ep)
-    names = {name for name in ep.carried if name not in ep.loaded} | set(_to_save(ep))
-    path = ep.request.state_path + ".names"
-    with open(path + ".tmp", "wb") as f:
-        f.write(_NAMES_HEAD.pack(ep.request.call) + "\n".join(sorted(names)).encode())
-    os.replace(path + ".tmp", path)
 
 
 def _to_save(ep: CallContext) -> dict[str, Any]:
@@ -307,11 +278,6 @@ def execute(ep: CallContext) -> list[wire.Bytes]:
     except OSError as exc:
         error = error or f"the code's folder is gone: {describe(exc)}"
     notes += outputs.crop_notes(clamped)
-    if request.carry:
-        try:
-            announce_state(ep)
-        except Exception as exc:  # the code broke its own state folder
-            notes.append(f"carried variables cannot be saved ({describe(exc)})"[:300])
     try:
         images = shown + outputs.file_images(stdout, ns, before, start, request, refused, notes)
     except BaseException as exc:

@@ -389,7 +389,6 @@ def _supervise(
     state_dropped = False
     if not loaded and (timed_out or code != 0):
         state_dropped = _drop_state(request.state_path)
-        _drop_state(request.state_path + ".names")
     setup_error = None
     if data[:1] == SETUP_FAILED:
         setup_error = bytes(data[1:2000]).decode("utf-8", "replace")
