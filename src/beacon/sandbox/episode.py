@@ -77,7 +77,8 @@ class CallContext:
     syntax_error: str | None = None
     ns: dict[str, Any] = field(default_factory=dict)
     presets: dict[str, Any] = field(default_factory=dict)
-    carried: dict[str, bytes] = field(default_factory=dict)  # pickled, from the state file
+    carried_names: frozenset[str] = frozenset()  # the state file's variables
+    carried: dict[str, bytes] | None = None  # and their pickles, read when first needed
     loaded: set[str] = field(default_factory=set)  # names unpickled into ns
     notes: list[str] = field(default_factory=list)
     lock_fd: int = -1  # the session's state lock, held from claim_state until exit
@@ -115,10 +116,10 @@ def prepare(request: wire.RunRequest) -> CallContext:
             claim_state(ep)
         except OSError as exc:  # the code broke its own state folder
             ep.notes.append(f"carried variables cannot be kept ({describe(exc)})"[:300])
-        if tree is not None and ep.carried:
+        if tree is not None and ep.carried_names:
             names = read_names(tree)
             dynamic = names & _DYNAMIC_NAMES or "__dict__" in request.code
-            _load_variables(ep, ep.carried.keys() if dynamic else ep.carried.keys() & names)
+            _load_variables(ep, ep.carried_names if dynamic else ep.carried_names & names)
     return ep
 
 
@@ -195,8 +196,8 @@ _HOLDER = struct.Struct("<Q")  # the lock file: the number of the last call that
 
 
 def claim_state(ep: CallContext) -> None:
-    """Take the session's state lock (waiting for the previous call's save), read the state
-    and note a previous save that never finished."""
+    """Take the session's state lock (waiting for the previous call's save), read which
+    variables the state holds and note a previous save that never finished."""
     path = ep.request.state_path
     ep.lock_fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     fcntl.flock(ep.lock_fd, fcntl.LOCK_EX)
@@ -205,7 +206,11 @@ def claim_state(ep: CallContext) -> None:
     os.pwrite(ep.lock_fd, _HOLDER.pack(ep.request.call), 0)
     saved_by = 0
     try:
-        saved_by, ep.carried = _read_state(path)
+        with open(path, "rb") as f:
+            saved_by, names = pickle.load(f)
+        if type(saved_by) is not int or type(names) is not list:
+            raise ValueError("the state file is not a Beacon state file")
+        ep.carried_names = frozenset(name for name in names if type(name) is str)
     except FileNotFoundError:
         pass
     except Exception as exc:  # a damaged or foreign file: the session starts over
@@ -214,22 +219,29 @@ def claim_state(ep: CallContext) -> None:
         ep.notes.append("variables from the previous call were not carried over")
 
 
-def _read_state(path: str) -> tuple[int, dict[str, bytes]]:
-    """The number of the call that saved a state file, and its variables, each still pickled."""
-    with open(path, "rb") as f:
-        call, carried = pickle.load(f)
-    if type(call) is not int or not isinstance(carried, dict):
-        raise ValueError("the state file is not a Beacon state file")
-    if not all(type(k) is str and type(v) is bytes for k, v in carried.items()):
-        raise ValueError("the state file holds something else than pickled variables")
-    return call, carried
+def _carried(ep: CallContext) -> dict[str, bytes]:
+    """The pickles of the state's variables, read when first needed: the state file holds two
+    pickles, its header (the saving call's number and the names) and then these, which a call
+    that reads none of them never loads before it answers (4 MB took 1.6 ms in a fresh fork)."""
+    if ep.carried is None:
+        ep.carried = {}
+        try:
+            with open(ep.request.state_path, "rb") as f:
+                pickle.load(f)
+                carried = pickle.load(f)
+            if not all(type(carried.get(name)) is bytes for name in ep.carried_names):
+                raise ValueError("the state file's variables do not match its header")
+            ep.carried = {name: carried[name] for name in ep.carried_names}
+        except Exception as exc:  # the code may have changed the file meanwhile
+            ep.notes.append(f"carried variables were lost ({type(exc).__name__}: {exc})"[:300])
+    return ep.carried
 
 
 def _load_variables(ep: CallContext, wanted: Iterable[str]) -> None:
     failed = []
     for name in wanted:
         try:
-            ep.ns[name] = pickle.loads(ep.carried[name])
+            ep.ns[name] = pickle.loads(_carried(ep)[name])
             ep.loaded.add(name)
         except BaseException:
             failed.append(name)
@@ -418,7 +430,9 @@ def save_state(ep: CallContext) -> None:
     """
     if ep.lock_fd < 0:
         return
-    state = {name: blob for name, blob in ep.carried.items() if name not in ep.loaded}
+    unloaded = ep.carried_names - ep.loaded
+    carried = _carried(ep) if unloaded else {}
+    state = {name: carried[name] for name in unloaded if name in carried}
     for name, value in _to_save(ep).items():
         try:
             state[name] = pickle.dumps(value, protocol=5)
@@ -428,7 +442,8 @@ def save_state(ep: CallContext) -> None:
         state = {}
     tmp = ep.request.state_path + ".tmp"
     with open(tmp, "wb") as f:
-        pickle.dump((ep.request.call, state), f, protocol=5)
+        pickle.dump((ep.request.call, sorted(state)), f, protocol=5)
+        pickle.dump(state, f, protocol=5)
     os.replace(tmp, ep.request.state_path)
 
 
