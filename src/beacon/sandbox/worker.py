@@ -66,9 +66,6 @@ _EXIT = struct.Struct("<qi")  # a child's pid and wait status, from the template
 _PAGE_KB = os.sysconf("SC_PAGE_SIZE") >> 10
 _CODE_DIR = os.path.dirname(os.path.abspath(__file__))  # the sandbox's _code/, writable
 _libc = ctypes.CDLL(None, use_errno=True)
-WARM_HEAP_BYTES = 12 << 20
-"""Heap a spare faults in while it waits: the code's first allocations (a 1200x900 crop, its
-resize, the returned copy) then reuse it instead of faulting (`jail.MALLOC_TUNABLES`)."""
 IDLE_BEFORE_WARM_UP_S = 0.005
 """A spare warms up only if no request came this long after its fork (`_warm_up`)."""
 _DENIED_SYSCALLS = (
@@ -526,20 +523,16 @@ def _child(ctrl_r: int, result_w: int, template: int, seccomp: _Seccomp | None) 
 
 
 def _warm_up(request_fd: int) -> None:
-    """Take a call's first-touch costs off its clock while the worker is idle: a rehearsal of
-    a call (`episode.rehearse`: the page copies a fresh fork makes on its first writes), then
-    `WARM_HEAP_BYTES` of heap faulted in (docs/sandbox.md, "Speed").
+    """Rehearse a call while the worker is idle (`episode.rehearse`): a fresh fork copies each
+    page it shares with the template on its first write to it, and the rehearsal makes most of
+    those copies before the request, off the call's clock (docs/sandbox.md, "Speed").
 
-    Only where no request came `IDLE_BEFORE_WARM_UP_S` after the fork: with calls queuing, a
-    warm-up would take the CPU they need. A request that comes meanwhile waits for the step
-    under way (a few ms).
+    Only where no request came `IDLE_BEFORE_WARM_UP_S` after the fork: with calls queuing, the
+    rehearsal would take the CPU they need. A request that comes during it waits for its end.
     """
-    if _readable(request_fd, IDLE_BEFORE_WARM_UP_S):
-        return
-    with contextlib.suppress(Exception):  # it only saves time (tested on its own)
-        episode.rehearse(_CODE_DIR)
-    if not _readable(request_fd):
-        bytearray(WARM_HEAP_BYTES)  # freed at once, kept by malloc for the code
+    if not _readable(request_fd, IDLE_BEFORE_WARM_UP_S):
+        with contextlib.suppress(Exception):  # it only saves time (tested on its own)
+            episode.rehearse(_CODE_DIR)
 
 
 def _detach(*keep: int) -> None:
