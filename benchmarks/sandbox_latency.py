@@ -222,7 +222,7 @@ def seccomp_child() -> float:
 
 def probe(calls: int) -> None:
     """`--tricks`' measurements in this process (started by `tricks` with its malloc settings):
-    medians in ms as JSON, each variant in fresh forks, variants alternating."""
+    times in ms as JSON, each variant in fresh forks, variants alternating."""
     import cv2  # noqa: F401  (what a worker imports, for the forks' page tables)
     import matplotlib.pyplot  # noqa: F401
 
@@ -252,26 +252,30 @@ def probe(calls: int) -> None:
             for name, run in variants.items():
                 times[name].append(in_fresh_fork(run))
         folders.remove_tree(huge)
-    print(json.dumps({name: statistics.median(t) * 1e3 for name, t in times.items()}))
+    print(json.dumps({name: [t * 1e3 for t in ts] for name, ts in times.items()}))
 
 
-def tricks(calls: int) -> None:
-    """The table of `--tricks`: `probe` with the worker's malloc settings and without."""
+def tricks(calls: int, rounds: int = 5) -> None:
+    """The table of `--tricks`: `probe` with the worker's malloc settings and without, the two
+    processes in turns (`rounds` each), so that both columns see the same load."""
     from beacon.sandbox.jail import MALLOC_TUNABLES
 
-    columns = []
-    for tunables in (MALLOC_TUNABLES, None):
-        env = {k: v for k, v in os.environ.items() if k != "GLIBC_TUNABLES"}
-        env |= {"GLIBC_TUNABLES": tunables} if tunables else {}
-        cmd = [sys.executable, __file__, "--probe", "--calls", str(calls)]
-        out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
-        columns.append(json.loads(out))
+    columns: list[dict[str, list[float]]] = [{}, {}]
+    for _ in range(rounds):
+        for column, tunables in zip(columns, (MALLOC_TUNABLES, None), strict=True):
+            env = {k: v for k, v in os.environ.items() if k != "GLIBC_TUNABLES"}
+            env |= {"GLIBC_TUNABLES": tunables} if tunables else {}
+            cmd = [sys.executable, __file__, "--probe", "--calls", str(-(-calls // rounds))]
+            out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
+            for name, times in json.loads(out.stdout).items():
+                column.setdefault(name, []).extend(times)
     print(f"machine: {platform.platform()}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")
     print(f"median ms of {calls} fresh forks each\n")
     print(f"| {'in a fresh fork':<30} | worker's malloc settings | glibc's defaults |")
     print(f"|{'-' * 32}|{'-' * 26}|{'-' * 18}|")
-    for name, ms in columns[0].items():
-        print(f"| {name:<30} | {ms:24.2f} | {columns[1][name]:16.2f} |")
+    for name, times in columns[0].items():
+        ours, defaults = statistics.median(times), statistics.median(columns[1][name])
+        print(f"| {name:<30} | {ours:24.2f} | {defaults:16.2f} |")
 
 
 def main() -> None:
