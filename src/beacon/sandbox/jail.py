@@ -75,11 +75,11 @@ MALLOC_TUNABLES = ":".join(
         f"glibc.malloc.trim_threshold={64 << 20}",  # freed heap memory kept, up to 64 MB
     )
 )
-"""glibc's malloc settings for the workers and the code: a child's new memory comes from a heap
-on huge pages, and what it frees stays there for its next allocations. With glibc's defaults a
-child's first writes to new memory fault once per 4 KB page, and blocks over 128 KB are mapped
-and unmapped one by one; the benchmark's heavy call (a 1200x900 crop of a 4000x3000 input,
-resized) allocates ~10 MB. Ignored before glibc 2.35 (docs/sandbox.md, "Speed")."""
+"""glibc's malloc settings for the workers and the code: a heap on huge pages, blocks up to
+32 MB from it, and what is freed kept there. With them a spare can fault in a block of heap
+that the code's allocations then reuse (`worker._warm_up`); with glibc's defaults a child's
+first writes to new memory fault once per 4 KB page, and blocks over 128 KB are mapped and
+unmapped one by one. Ignored before glibc 2.35 (docs/sandbox.md, "Speed")."""
 
 
 def worker_env(root_dir: str) -> dict[str, str]:
