@@ -23,8 +23,9 @@ alternating makes both sides of each ratio see the same drift.
 (docs/sandbox.md, "Speed"), each on and off in fresh forks of a process that imported what a
 worker imports, in alternation, in one process with the worker's malloc settings and one with
 glibc's defaults: the heavy call's code with its input mapped or copied, on the session
-tmpfs's huge pages or not (as root); a light call through the child's own code path, first
-thing in a fresh fork or after a rehearsal; and compiling the seccomp filter in the child.
+tmpfs's huge pages or not (as root), with the spare's warm heap or without; a light call
+through the child's own code path, first thing in a fresh fork or after a rehearsal; and
+compiling the seccomp filter in the child.
 
     python benchmarks/sandbox_latency.py [--calls 40] [--fresh-calls 10] [--gap-ms 20] [--no-fresh]
     python benchmarks/sandbox_latency.py --tricks [--calls 40]
@@ -35,6 +36,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import mmap
 import os
 import platform
 import statistics
@@ -178,12 +180,16 @@ def in_fresh_fork(run: Callable[[], float]) -> float:
     return value
 
 
-def heavy_child(pixel_file: str, mapped: bool) -> Callable[[], float]:
-    """The heavy call's code on the input, as a child runs it: its time from the mapping on."""
+def heavy_child(pixel_file: str, mapped: bool, warm_heap: bool = True) -> Callable[[], float]:
+    """The heavy call's code on the input, as a child runs it: its time from the mapping on,
+    after faulting in the spare's heap (`worker._warm_up`) or not."""
     sys.path.insert(0, os.path.dirname(beacon.sandbox.__file__))
     import episode
+    import worker
 
     def run() -> float:
+        if warm_heap:
+            np.empty(worker.WARM_HEAP_BYTES, np.uint8)[:: mmap.PAGESIZE] = 0
         start = time.perf_counter()
         image = episode.map_pixels(pixel_file, [4000, 3000])
         if not mapped:
@@ -243,6 +249,7 @@ def probe(calls: int) -> None:
                 f.truncate(len(raw))
                 f.write(raw)
             variants[f"heavy, {name}"] = heavy_child(path, mapped=True)
+        variants["heavy, no warm heap"] = heavy_child(path, mapped=True, warm_heap=False)
         variants["heavy, input copied"] = heavy_child(path, mapped=False)
         variants["light, first in the fork"] = light_child(tmp, rehearsed=False)
         variants["light, after a rehearsal"] = light_child(tmp, rehearsed=True)
