@@ -24,8 +24,9 @@ alternating makes both sides of each ratio see the same drift.
 worker imports, in alternation, in one process with the worker's malloc settings and one with
 glibc's defaults: the heavy call's code with its input mapped or copied, on the session
 tmpfs's huge pages or not (as root), with the spare's warm heap or without; a light call
-through the child's own code path, first thing in a fresh fork or after a rehearsal; and
-compiling the seccomp filter in the child.
+through the child's own code path, first thing in a fresh fork or after a rehearsal; a full
+garbage collection with the worker's objects frozen or not; and compiling the seccomp filter
+in the child.
 
     python benchmarks/sandbox_latency.py [--calls 40] [--fresh-calls 10] [--gap-ms 20] [--no-fresh]
     python benchmarks/sandbox_latency.py --tricks [--calls 40]
@@ -216,6 +217,21 @@ def light_child(scratch: str, rehearsed: bool) -> Callable[[], float]:
     return run
 
 
+def collect_child(frozen: bool) -> Callable[[], float]:
+    """A full garbage collection in the child, over the objects it shares with its parent
+    frozen (`gc.freeze()` in the worker) or not: a collection writes to every object it visits,
+    and in a fresh fork each first write copies a page."""
+
+    def run() -> float:
+        if not frozen:
+            gc.unfreeze()
+        start = time.perf_counter()
+        gc.collect()
+        return time.perf_counter() - start
+
+    return run
+
+
 def seccomp_child() -> float:
     """Compiling the deny-list in the child, as a child would without the worker's copy."""
     sys.path.insert(0, os.path.dirname(beacon.sandbox.__file__))
@@ -253,6 +269,8 @@ def probe(calls: int) -> None:
         variants["heavy, input copied"] = heavy_child(path, mapped=False)
         variants["light, first in the fork"] = light_child(tmp, rehearsed=False)
         variants["light, after a rehearsal"] = light_child(tmp, rehearsed=True)
+        variants["full gc, worker frozen"] = collect_child(frozen=True)
+        variants["full gc, worker not frozen"] = collect_child(frozen=False)
         variants["compile the seccomp filter"] = seccomp_child
         times: dict[str, list[float]] = {name: [] for name in variants}
         for _ in range(calls):
