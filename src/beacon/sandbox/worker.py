@@ -70,9 +70,10 @@ _CODE_DIR = os.path.dirname(os.path.abspath(__file__))  # the sandbox's _code/, 
 _libc = ctypes.CDLL(None, use_errno=True)
 IDLE_BEFORE_WARM_UP_S = 0.002
 """A spare warms up only if no request came this long after its fork (`_warm_up`)."""
-WARM_HEAP_BYTES = 30 << 20
-"""Heap a spare faults in for the code (`_warm_up`): under the 32 MB above which malloc maps
-blocks apart (`jail.MALLOC_TUNABLES`), over what the benchmark's heavy call allocates."""
+WARM_HEAP_BYTES = 16 << 20
+"""Heap a spare faults in for the code (`_warm_up`): more than the benchmark's heavy call
+allocates (~10 MB), under the 32 MB above which malloc maps blocks apart
+(`jail.MALLOC_TUNABLES`)."""
 _DENIED_SYSCALLS = (
     # network
     "socket", "socketpair",
@@ -530,11 +531,10 @@ def _child(ctrl_r: int, result_w: int, template: int, seccomp: _Seccomp | None) 
 def _warm_up(request_fd: int) -> None:
     """Take a call's first-touch costs off its clock while the worker is idle (docs/sandbox.md,
     "Speed"): a rehearsal of a call (`episode.rehearse`: a fresh fork copies each page it
-    shares with the template on its first write to it), then `WARM_HEAP_BYTES` of new heap,
-    faulted in and freed. Under `jail.MALLOC_TUNABLES` that block is new memory on huge pages
-    (it is larger than any free block the template left) and stays in the heap once freed, so
-    the code's first allocations reuse it instead of faulting, 4 KB at a time, on the
-    template's pages.
+    shares with the template on its first write to it), then `WARM_HEAP_BYTES` of heap,
+    faulted in and freed. Under `jail.MALLOC_TUNABLES` that block is on huge pages and stays in
+    the heap once freed, so the code's first allocations reuse it instead of faulting, 4 KB at
+    a time, on pages of the template's heap.
 
     Only where no request came `IDLE_BEFORE_WARM_UP_S` after the fork: with calls queuing, the
     warm-up would take the CPU they need. A request that comes meanwhile waits for the step
