@@ -35,7 +35,9 @@ in the child.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
+import io
 import json
 import mmap
 import os
@@ -108,13 +110,15 @@ def alternating(
 
 
 def in_process(image: Image.Image, code: str) -> Callable[[], object]:
-    """`code` run by `exec` here, its shown images collected as the sandbox returns them."""
+    """`code` run by `exec` here, its shown images and printed text collected as the sandbox
+    returns them."""
     code = code.replace("small.show()", "shown.append(small)")
 
     def call() -> object:
         shown: list[Image.Image] = []
-        exec(code, {"image": image, "shown": shown})
-        return shown
+        with contextlib.redirect_stdout(io.StringIO()) as out:
+            exec(code, {"image": image, "shown": shown})
+        return shown, out.getvalue()
 
     return call
 
