@@ -53,6 +53,7 @@ import cv2
 import matplotlib
 import numpy as np
 import outputs
+import PIL
 import wire
 from PIL import Image, ImageDraw, ImageEnhance, ImageFilter, ImageFont, ImageOps
 
@@ -65,6 +66,7 @@ _PRESET_NAMES = ("image", "images", "image_path", "image_paths", "output_dir")
 """Names rebuilt every call; they are carried only when the code rebinds them."""
 _DYNAMIC_NAMES = frozenset({"globals", "vars", "eval", "exec", "locals", "dir"})
 """Code that names one of these may reach any variable, so all carried ones are loaded."""
+_PILLOW_MAJOR = int(PIL.__version__.split(".")[0])
 _RETURN_MODES = ("L", "RGB", "RGBA")
 """Modes a returned image keeps; others are converted to RGB."""
 
@@ -128,17 +130,18 @@ def prepare(request: wire.RunRequest) -> CallContext:
 def map_pixels(path: str, size: list[int]) -> Image.Image:
     """An RGB image over a raw RGBX pixel file, mapped copy-on-write (no copy, no decoding).
 
-    Pillow keeps an RGB image at 4 bytes per pixel, so the file is its own memory layout, which
-    `Image.fromarrow` (Pillow 11.2+) takes as it is: a copy of a 4000x3000 input would cost
-    several times the benchmark's whole heavy call (docs/sandbox.md, "Speed"). Older Pillow
-    converts (a copy). The image is read-only: Pillow copies it on the first write, and the
-    file never changes.
+    Pillow keeps an RGB image at 4 bytes per pixel, so the file is its own memory layout:
+    `Image.frombuffer` maps it as RGBX, and `Image.fromarrow` takes that memory as RGB as it is.
+    A copy of a 4000x3000 input costs several times the benchmark's whole heavy call
+    (docs/sandbox.md, "Speed"). Before Pillow 13, exporting a mapped image to Arrow crashes the
+    process, so older Pillow converts (a copy). The image is read-only: Pillow copies it on the
+    first write, and the file never changes.
     """
     width, height = size
     with open(path, "rb") as f:
         buf = mmap.mmap(f.fileno(), width * height * 4, access=mmap.ACCESS_COPY)
     rgbx = Image.frombuffer("RGBX", (width, height), buf, "raw", "RGBX", 0, 1)
-    if hasattr(Image, "fromarrow"):
+    if _PILLOW_MAJOR >= 13:
         return Image.fromarrow(rgbx, "RGB", (width, height))
     return rgbx.convert("RGB")
 
