@@ -68,8 +68,6 @@ _EXIT = struct.Struct("<qi")  # a child's pid and wait status, from the template
 _PAGE_KB = os.sysconf("SC_PAGE_SIZE") >> 10
 _CODE_DIR = os.path.dirname(os.path.abspath(__file__))  # the sandbox's _code/, writable
 _libc = ctypes.CDLL(None, use_errno=True)
-IDLE_BEFORE_WARM_UP_S = 0.002
-"""A spare warms up only if no request came this long after its fork (`_warm_up`)."""
 WARM_HEAP_BYTES = 16 << 20
 """Heap a spare faults in for the code (`_warm_up`): more than the benchmark's heavy call
 allocates (~10 MB), under the 32 MB above which malloc maps blocks apart
@@ -325,10 +323,9 @@ def _settle(savers: list[_Spare], ended: set[int]) -> list[_Spare]:
     return overdue
 
 
-def _readable(fd: int, wait_s: float = 0) -> bool:
-    """Whether `fd` has something to read now (or within `wait_s`): a pidfd whose process ended,
-    a spare's request."""
-    return bool(select.select([fd], [], [], wait_s)[0])
+def _readable(fd: int) -> bool:
+    """Whether `fd` has something to read now: a pidfd whose process ended, a spare's request."""
+    return bool(select.select([fd], [], [], 0)[0])
 
 
 def _supervise(
@@ -529,21 +526,17 @@ def _child(ctrl_r: int, result_w: int, template: int, seccomp: _Seccomp | None) 
 
 
 def _warm_up(request_fd: int) -> None:
-    """Take a call's first-touch costs off its clock while the worker is idle (docs/sandbox.md,
-    "Speed"): a rehearsal of a call (`episode.rehearse`: a fresh fork copies each page it
-    shares with the template on its first write to it), then `WARM_HEAP_BYTES` of heap,
-    faulted in and freed. Under `jail.MALLOC_TUNABLES` that block is on huge pages and stays in
-    the heap once freed, so the code's first allocations reuse it instead of faulting, 4 KB at
-    a time, on pages of the template's heap.
-
-    Only where no request came `IDLE_BEFORE_WARM_UP_S` after the fork: with calls queuing, the
-    warm-up would take the CPU they need. A request that comes meanwhile waits for the step
-    under way (a few ms).
+    """Take a call's first-touch costs off its clock while the spare waits for its request
+    (docs/sandbox.md, "Speed"): a rehearsal of a call (`episode.rehearse`: a fresh fork copies
+    each page it shares with the template on its first write to it), then `WARM_HEAP_BYTES` of
+    heap, faulted in and freed. Under `jail.MALLOC_TUNABLES` that block is on huge pages and
+    stays in the heap once freed, so the code's first allocations reuse it instead of faulting,
+    4 KB at a time, on pages of the template's heap. A request that comes meanwhile waits for
+    the step under way (a few ms).
     """
-    if _readable(request_fd, IDLE_BEFORE_WARM_UP_S):
-        return
-    with contextlib.suppress(Exception):  # it only saves time (tested on its own)
-        episode.rehearse(_CODE_DIR)
+    if not _readable(request_fd):
+        with contextlib.suppress(Exception):  # it only saves time (tested on its own)
+            episode.rehearse(_CODE_DIR)
     if not _readable(request_fd):
         np.empty(WARM_HEAP_BYTES, np.uint8)[:: mmap.PAGESIZE] = 0  # one write per page
 
