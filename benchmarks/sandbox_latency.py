@@ -24,9 +24,10 @@ alternating makes both sides of each ratio see the same drift.
 worker imports, in alternation, in one process with the worker's malloc settings and one with
 glibc's defaults: the heavy call's code with its input mapped or copied, on the session
 tmpfs's huge pages or not (as root), with the spare's warm heap or without; a light call
-through the child's own code path, first thing in a fresh fork or after a rehearsal; a full
-garbage collection with the worker's objects frozen or not; and compiling the seccomp filter
-in the child.
+through the child's own code path, first thing in a fresh fork or after a rehearsal; the
+returned image handed over through a file or through two pipes; the heavy call's carried images
+saved and loaded; a full garbage collection with the worker's objects frozen or not; and
+compiling the seccomp filter in the child.
 
     python benchmarks/sandbox_latency.py [--calls 40] [--fresh-calls 10] [--gap-ms 20] [--no-fresh]
     python benchmarks/sandbox_latency.py --tricks [--calls 40]
@@ -41,6 +42,7 @@ import io
 import json
 import mmap
 import os
+import pickle
 import platform
 import statistics
 import struct
@@ -56,7 +58,7 @@ import numpy as np
 from PIL import Image
 
 import beacon.sandbox
-from beacon.sandbox import Sandbox, SandboxConfig, Session, folders
+from beacon.sandbox import Sandbox, SandboxConfig, Session, folders, wire
 
 HEAVY = """
 crop = image.crop((1200, 900, 2400, 1800))
@@ -236,6 +238,70 @@ def collect_child(frozen: bool) -> Callable[[], float]:
     return run
 
 
+def handover_child(folder: str, through_file: bool) -> Callable[[], float]:
+    """The heavy call's returned image (600x450 RGB) from a child to this process: written to a
+    file in the session's folder and read once, or through two pipes with a relay process (the
+    worker) between them; timed from the child's first write to this process holding it."""
+    size = 600 * 450 * 3
+    path = os.path.join(folder, "returned")
+
+    def run() -> float:
+        stamp_r, stamp_w = os.pipe()
+        to_relay, child_end = os.pipe()
+        parent_end, from_relay = os.pipe()
+        if not through_file and os.fork() == 0:  # the relay
+            wire.write_all(from_relay, wire.read_exact(to_relay, size))
+            os._exit(0)
+        if os.fork() == 0:  # the child
+            os.write(stamp_w, struct.pack("d", time.perf_counter()))
+            if through_file:
+                Path(path).write_bytes(bytes(size))
+                os.write(stamp_w, b"!")
+            else:
+                wire.write_all(child_end, bytes(size))
+            os._exit(0)
+        (start,) = struct.unpack("d", wire.read_exact(stamp_r, 8))
+        if through_file:
+            wire.read_exact(stamp_r, 1)
+            fd = os.open(path, os.O_RDONLY)
+            wire.read_exact(fd, size)
+            os.close(fd)
+            os.unlink(path)
+        else:
+            wire.read_exact(parent_end, size)
+        end = time.perf_counter()
+        for fd in (stamp_r, stamp_w, to_relay, child_end, parent_end, from_relay):
+            os.close(fd)
+        while True:
+            try:
+                os.wait()
+            except ChildProcessError:
+                return end - start
+
+    return run
+
+
+def carried_child(folder: str, save: bool) -> Callable[[], float]:
+    """The heavy call's carried images (the crop and its resize), pickled into a file, as the
+    child saves them after answering, or unpickled from it, as a call that does not read them
+    would if it loaded every carried variable."""
+    crop = make_image().crop((1200, 900, 2400, 1800))
+    images = {"crop": crop, "small": crop.resize((600, 450))}
+    path = os.path.join(folder, "carried.pkl")
+    Path(path).write_bytes(pickle.dumps(images, protocol=5))
+
+    def run() -> float:
+        start = time.perf_counter()
+        if save:
+            with open(os.path.join(folder, "saved.pkl"), "wb") as f:
+                pickle.dump(images, f, protocol=5)
+        else:
+            pickle.loads(Path(path).read_bytes())
+        return time.perf_counter() - start
+
+    return run
+
+
 def seccomp_child() -> float:
     """Compiling the deny-list in the child, as a child would without the worker's copy."""
     sys.path.insert(0, os.path.dirname(beacon.sandbox.__file__))
@@ -273,6 +339,10 @@ def probe(calls: int) -> None:
         variants["heavy, input copied"] = heavy_child(path, mapped=False)
         variants["light, first in the fork"] = light_child(tmp, rehearsed=False)
         variants["light, after a rehearsal"] = light_child(tmp, rehearsed=True)
+        variants["image back, 2 pipes + relay"] = handover_child(tmp, through_file=False)
+        variants["image back, through a file"] = handover_child(tmp, through_file=True)
+        variants["save carried images"] = carried_child(tmp, save=True)
+        variants["load carried images"] = carried_child(tmp, save=False)
         variants["full gc, worker frozen"] = collect_child(frozen=True)
         variants["full gc, worker not frozen"] = collect_child(frozen=False)
         variants["compile the seccomp filter"] = seccomp_child
