@@ -40,7 +40,6 @@ import contextlib
 import gc
 import io
 import json
-import mmap
 import os
 import pickle
 import platform
@@ -187,16 +186,28 @@ def in_fresh_fork(run: Callable[[], float]) -> float:
     return value
 
 
-def heavy_child(pixel_file: str, mapped: bool, warm_heap: bool = True) -> Callable[[], float]:
-    """The heavy call's code on the input, as a child runs it: its time from the mapping on,
-    after faulting in the spare's heap (`worker._warm_up`) or not."""
+def write_pixels(path: str) -> None:
+    """The benchmark's input as a session stores it: raw RGBX, the file sized first."""
+    with open(path, "wb") as f:
+        f.truncate(4000 * 3000 * 4)
+        f.write(make_image().tobytes("raw", "RGBX"))
+
+
+def heavy_child(
+    pixel_file: str, scratch: str, mapped: bool = True, warm_heap: bool = True
+) -> Callable[[], float]:
+    """The heavy call's code on the input, as a spare runs it: after its warm-up
+    (`worker.warm_up`: a rehearsal, then the warm heap), or after the rehearsal alone; timed
+    from mapping the input on."""
     sys.path.insert(0, os.path.dirname(beacon.sandbox.__file__))
     import episode
     import worker
 
     def run() -> float:
         if warm_heap:
-            np.empty(worker.WARM_HEAP_BYTES, np.uint8)[:: mmap.PAGESIZE] = 0
+            worker.warm_up(os.pipe()[0], scratch)  # no request comes: the whole warm-up
+        else:
+            episode.rehearse(scratch)
         start = time.perf_counter()
         image = episode.map_pixels(pixel_file, [4000, 3000])
         if not mapped:
@@ -282,23 +293,26 @@ def handover_child(folder: str, through_file: bool) -> Callable[[], float]:
 
 
 def carried_child(folder: str, save: bool) -> Callable[[], float]:
-    """The heavy call's carried images (the crop and its resize), pickled into a file, as the
-    child saves them after answering, or unpickled from it, as a call that does not read them
-    would if it loaded every carried variable."""
-    crop = make_image().crop((1200, 900, 2400, 1800))
-    images = {"crop": crop, "small": crop.resize((600, 450))}
+    """The heavy call's carried images (a 1200x900 crop and its 600x450 resize), pickled into a
+    file, as the child saves them after answering, or unpickled from it, as a call that does
+    not read them would if it loaded every carried variable."""
     path = os.path.join(folder, "carried.pkl")
-    Path(path).write_bytes(pickle.dumps(images, protocol=5))
+
+    def images() -> dict[str, Image.Image]:
+        crop = Image.fromarray(np.random.default_rng(0).integers(0, 256, (900, 1200, 3), np.uint8))
+        return {"crop": crop, "small": crop.resize((600, 450))}
 
     def run() -> float:
+        made = images() if save else None
         start = time.perf_counter()
-        if save:
+        if made is not None:
             with open(os.path.join(folder, "saved.pkl"), "wb") as f:
-                pickle.dump(images, f, protocol=5)
+                pickle.dump(made, f, protocol=5)
         else:
             pickle.loads(Path(path).read_bytes())
         return time.perf_counter() - start
 
+    in_fresh_fork(lambda: Path(path).write_bytes(pickle.dumps(images(), protocol=5)) and 0.0)
     return run
 
 
@@ -319,7 +333,8 @@ def probe(calls: int) -> None:
     import matplotlib.pyplot  # noqa: F401
 
     gc.freeze()
-    raw = make_image().tobytes("raw", "RGBX")
+    size = 4000 * 3000 * 4  # the input's pixel file, written in a child: this process's heap
+    # stays as a worker's, without the large blocks whose freeing would retune glibc's malloc
     with tempfile.TemporaryDirectory(dir="/dev/shm") as tmp:
         variants = {}
         huge = os.path.join(tmp, "huge")
@@ -327,16 +342,14 @@ def probe(calls: int) -> None:
         for folder, name in ((tmp, "small pages"), (huge, "huge pages")):
             if name == "huge pages":
                 try:
-                    folders.mount_tmpfs(huge, f"size={len(raw) + (4 << 20)},huge=within_size")
+                    folders.mount_tmpfs(huge, f"size={size + (4 << 20)},huge=within_size")
                 except OSError:
                     continue
             path = os.path.join(folder, "image.rgbx")
-            with open(path, "wb") as f:
-                f.truncate(len(raw))
-                f.write(raw)
-            variants[f"heavy, {name}"] = heavy_child(path, mapped=True)
-        variants["heavy, no warm heap"] = heavy_child(path, mapped=True, warm_heap=False)
-        variants["heavy, input copied"] = heavy_child(path, mapped=False)
+            in_fresh_fork(lambda path=path: write_pixels(path) or 0.0)
+            variants[f"heavy, {name}"] = heavy_child(path, tmp)
+        variants["heavy, no warm heap"] = heavy_child(path, tmp, warm_heap=False)
+        variants["heavy, input copied"] = heavy_child(path, tmp, mapped=False)
         variants["light, first in the fork"] = light_child(tmp, rehearsed=False)
         variants["light, after a rehearsal"] = light_child(tmp, rehearsed=True)
         variants["image back, 2 pipes + relay"] = handover_child(tmp, through_file=False)

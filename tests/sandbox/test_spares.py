@@ -76,7 +76,7 @@ print(faults() - before)
 
 
 def test_the_codes_first_allocations_reuse_the_spares_warm_heap() -> None:
-    """A spare faults in heap for the code while it waits (`worker._warm_up`): 8 MB of new
+    """A spare faults in heap for the code while it waits (`worker.warm_up`): 8 MB of new
     memory then costs the code a few page faults, not one per 4 KB page (2048)."""
     with Sandbox(tight_config(num_workers=1)) as sb, sb.session(images=[make_image()]) as s:
         results = []

@@ -373,7 +373,7 @@ REHEARSAL = (
 def rehearse(scratch: str) -> list[wire.Bytes]:
     """Run `REHEARSAL` on a 2x2 image through `prepare` and `execute`, and return its frame.
 
-    A spare runs this while it waits for its request (`worker._warm_up`). The spare is a fresh
+    A spare runs this while it waits for its request (`worker.warm_up`). The spare is a fresh
     fork, so the first write to each page it shares with the template (a reference count, a
     malloc pool, a namespace dict) copies that page; the rehearsal makes those copies before
     the request, so the call faults only on what it alone touches (docs/sandbox.md, "Speed").

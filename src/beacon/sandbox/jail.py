@@ -77,7 +77,7 @@ MALLOC_TUNABLES = ":".join(
 )
 """glibc's malloc settings for the workers and the code: a heap on huge pages, blocks up to
 32 MB from it, and what is freed kept there. With them a spare can fault in a block of heap
-that the code's allocations then reuse (`worker._warm_up`); with glibc's defaults a child's
+that the code's allocations then reuse (`worker.warm_up`); with glibc's defaults a child's
 first writes to new memory fault once per 4 KB page, and blocks over 128 KB are mapped and
 unmapped one by one. Ignored before glibc 2.35 (docs/sandbox.md, "Speed")."""
 

@@ -69,7 +69,7 @@ _PAGE_KB = os.sysconf("SC_PAGE_SIZE") >> 10
 _CODE_DIR = os.path.dirname(os.path.abspath(__file__))  # the sandbox's _code/, writable
 _libc = ctypes.CDLL(None, use_errno=True)
 WARM_HEAP_BYTES = 16 << 20
-"""Heap a spare faults in for the code (`_warm_up`): more than the benchmark's heavy call
+"""Heap a spare faults in for the code (`warm_up`): more than the benchmark's heavy call
 allocates (~10 MB), under the 32 MB above which malloc maps blocks apart
 (`jail.MALLOC_TUNABLES`)."""
 _DENIED_SYSCALLS = (
@@ -504,7 +504,7 @@ def _child(ctrl_r: int, result_w: int, template: int, seccomp: _Seccomp | None) 
         if os.getppid() != template:
             os._exit(0)
         _detach(ctrl_r, result_w)
-        _warm_up(ctrl_r)
+        warm_up(ctrl_r, _CODE_DIR)
         request = wire.read_request(ctrl_r)
         os.close(ctrl_r)
         _lock_down(request, seccomp)
@@ -525,7 +525,7 @@ def _child(ctrl_r: int, result_w: int, template: int, seccomp: _Seccomp | None) 
     os._exit(0)
 
 
-def _warm_up(request_fd: int) -> None:
+def warm_up(request_fd: int, scratch: str) -> None:
     """Take a call's first-touch costs off its clock while the spare waits for its request
     (docs/sandbox.md, "Speed"): a rehearsal of a call (`episode.rehearse`: a fresh fork copies
     each page it shares with the template on its first write to it), then `WARM_HEAP_BYTES` of
@@ -536,7 +536,7 @@ def _warm_up(request_fd: int) -> None:
     """
     if not _readable(request_fd):
         with contextlib.suppress(Exception):  # it only saves time (tested on its own)
-            episode.rehearse(_CODE_DIR)
+            episode.rehearse(scratch)
     if not _readable(request_fd):
         np.empty(WARM_HEAP_BYTES, np.uint8)[:: mmap.PAGESIZE] = 0  # one write per page
 
