@@ -23,7 +23,7 @@ alternating makes both sides of each ratio see the same drift.
 (docs/sandbox.md, "Speed"), each on and off in fresh forks of a process that imported what a
 worker imports, in alternation, in one process with the worker's malloc settings and one with
 glibc's defaults: the heavy call's code with its input mapped or copied, on the session
-tmpfs's huge pages or not (as root), with the spare's warm heap or without; a light call
+tmpfs's huge pages or not (as root); a light call
 through the child's own code path, first thing in a fresh fork or after a rehearsal; the
 returned image handed over through a file or through two pipes; the heavy call's carried images
 saved and loaded; a full garbage collection with the worker's objects frozen or not; and
@@ -193,21 +193,15 @@ def write_pixels(path: str) -> None:
         f.write(make_image().tobytes("raw", "RGBX"))
 
 
-def heavy_child(
-    pixel_file: str, scratch: str, mapped: bool = True, warm_heap: bool = True
-) -> Callable[[], float]:
-    """The heavy call's code on the input, as a spare runs it: after its warm-up
-    (`worker.warm_up`: a rehearsal, then the warm heap), or after the rehearsal alone; timed
-    from mapping the input on."""
+def heavy_child(pixel_file: str, scratch: str, mapped: bool = True) -> Callable[[], float]:
+    """The heavy call's code on the input, as a spare runs it after its warm-up
+    (`worker.warm_up`), timed from mapping the input on."""
     sys.path.insert(0, os.path.dirname(beacon.sandbox.__file__))
     import episode
     import worker
 
     def run() -> float:
-        if warm_heap:
-            worker.warm_up(os.pipe()[0], scratch)  # no request comes: the whole warm-up
-        else:
-            episode.rehearse(scratch)
+        worker.warm_up(os.pipe()[0], scratch)  # no request comes: the whole warm-up
         start = time.perf_counter()
         image = episode.map_pixels(pixel_file, [4000, 3000])
         if not mapped:
@@ -348,7 +342,6 @@ def probe(calls: int) -> None:
             path = os.path.join(folder, "image.rgbx")
             in_fresh_fork(lambda path=path: write_pixels(path) or 0.0)
             variants[f"heavy, {name}"] = heavy_child(path, tmp)
-        variants["heavy, no warm heap"] = heavy_child(path, tmp, warm_heap=False)
         variants["heavy, input copied"] = heavy_child(path, tmp, mapped=False)
         variants["light, first in the fork"] = light_child(tmp, rehearsed=False)
         variants["light, after a rehearsal"] = light_child(tmp, rehearsed=True)
