@@ -239,10 +239,10 @@ class Recent(Generic[S, T]):
     image store's key (training's `PixelCache`).
 
     The rollouts of one prompt (a GRPO group, eval's tool and notool runs of an item) each load
-    their own copy of its image, and each copy's first use would compute again: a PNG encode is
-    ~12 ms for a 1024x768 chart, ~70 ms for a 1024x768 photo, ten times that at 4K. Callers that
-    ask for a key being computed wait for that one computation: the eight rollouts of a group
-    ask for their image at the same moment, and each used to encode it.
+    their own copy of its image, and each copy's first use would compute again (a PNG encode is
+    ~1-7 ms for a 1024x768 image, `benchmarks/png_encode.py`, ten times that at 4K). Callers
+    that ask for a key being computed wait for that one computation: the eight rollouts of a
+    group ask for their image at the same moment.
     """
 
     def __init__(
