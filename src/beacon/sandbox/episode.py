@@ -234,11 +234,12 @@ def _read_index(path: str) -> tuple[int, list[tuple[str, int]]]:
             raise ValueError("the state file has no index")
         f.seek(start)
         call, index = pickle.load(f)
-    if type(call) is not int or type(index) is not list:
+    index = [(str(name), int(size)) for name, size in index]
+    if type(call) is not int or min((size for _, size in index), default=0) < 0:
         raise ValueError("the state file's index is damaged")
     if sum(size for _, size in index) != start:
         raise ValueError("the state file's index does not match its size")
-    return call, [(str(name), int(size)) for name, size in index]
+    return call, index
 
 
 def _carried(ep: CallContext) -> dict[str, memoryview]:
