@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from beacon.images import ImageError, ImageStore, image_key, load_image, raw_chunks, write_raw
+from beacon.images import ImageError, ImageStore, image_key, load_image
 
 
 def png_bytes(image: Image.Image) -> bytes:
@@ -53,38 +53,11 @@ RAW_MODES = ["1", "L", "P", "LA", "RGB", "RGBA", "CMYK", "YCbCr", "I", "I;16", "
 
 
 @pytest.mark.parametrize("mode", RAW_MODES)
-@pytest.mark.parametrize("size", [(1, 1), (7, 3), (17_000, 2), (300, 250)])
-def test_raw_chunks_and_write_raw_give_tobytes(
-    mode: str, size: tuple[int, int], tmp_path: Path
-) -> None:
+@pytest.mark.parametrize("size", [(0, 0), (0, 5), (1, 1), (7, 3), (300, 250)])
+def test_keys_hash_mode_size_and_raw_bytes(mode: str, size: tuple[int, int]) -> None:
+    """Keys stored by earlier runs stay valid: the hash is over `tobytes()`, in every mode."""
     rng = np.random.default_rng(size[0])
     rgb = Image.fromarray(rng.integers(0, 256, (size[1], size[0], 3), dtype=np.uint8))
     image = rgb.convert(mode)
-    chunks = list(raw_chunks(image))
-    assert b"".join(chunks) == image.tobytes()
-    assert all(len(c) <= max(64 << 10, size[0] * 4) for c in chunks)  # never one big buffer
-    path = tmp_path / "raw"
-    with path.open("wb") as f:
-        f.write(b"head")  # buffered bytes before the encoder writes to the descriptor
-        write_raw(image, f)
-    assert path.read_bytes() == b"head" + image.tobytes()
     digest = hashlib.sha256(f"{mode}:{size[0]}x{size[1]}:".encode() + image.tobytes())
-    assert image_key(image) == digest.hexdigest()  # keys stored by earlier runs stay valid
-
-
-def test_raw_chunks_take_pillows_raw_arguments(tmp_path: Path) -> None:
-    image = Image.fromarray(np.arange(5 * 3 * 3, dtype=np.uint8).reshape(3, 5, 3))
-    bottom_up = image.tobytes("raw", "BGR", 16, -1)
-    assert b"".join(raw_chunks(image, "BGR", 16, -1)) == bottom_up
-    assert b"".join(raw_chunks(image, "RGBX")) == image.tobytes("raw", "RGBX")
-    path = tmp_path / "raw"
-    with path.open("wb") as f:
-        write_raw(image, f, "BGR", 16, -1)
-    assert path.read_bytes() == bottom_up
-
-
-def test_empty_images_have_no_raw_bytes(tmp_path: Path) -> None:
-    for size in ((0, 0), (0, 5), (5, 0)):
-        image = Image.new("RGB", size)
-        assert list(raw_chunks(image)) == [] and image.tobytes() == b""
-        assert image_key(image) == hashlib.sha256(f"RGB:{size[0]}x{size[1]}:".encode()).hexdigest()
+    assert image_key(image) == digest.hexdigest()

@@ -15,9 +15,9 @@ import threading
 import weakref
 import zlib
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable
 from pathlib import Path
-from typing import Any, BinaryIO, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 from isal import isal_zlib
@@ -89,8 +89,9 @@ def encode_png(
     """PNG bytes at a fast compression level (level 6 costs more than the image work itself).
 
     8-bit L, RGB and RGBA images without PNG metadata (ICC profile, transparency) are written by
-    `_sub_filtered_png` (from `pixels`, the image's `np.asarray`, if the caller has it); the
-    rest by PIL, which also writes that metadata.
+    `_sub_filtered_png` (from `pixels`, the image's `np.asarray`, if the caller has it), which
+    takes a third to a tenth of the time of OpenCV's or Pillow's public encoders; the rest by
+    Pillow, which also writes that metadata.
     """
     if _plain_png(image):
         return _sub_filtered_png(image, compress_level, pixels)
@@ -115,15 +116,13 @@ def _sub_filtered_png(
 ) -> bytes:
     """A standard PNG with filter 1 ("Sub") on every row, deflated by ISA-L (`isal`).
 
-    Why not PIL's writer: it tries all five filters on every row and keeps the best, which cost
-    24.7 ms for a 448x448 `synth_demo` image, 11.3 ms for a 1024x768 `synth` chart and 71 ms
-    for a 1024x768 photo at level 1, a quarter of the main process's CPU in the demo's data
-    stage. Sub alone (each byte minus the same channel's byte to its left, one numpy
-    subtraction) with zlib's `Z_RLE` took 6.1, 4.7 and 21 ms, for files 0.97, 0.56 and 1.02
-    times the size of PIL's; then most of the time was zlib's. ISA-L writes the same zlib
-    stream format 3-12x faster at its level 1 (`benchmarks/png_encode.py`: 1024x768 chart 3.7
-    -> 0.3 ms of deflate, photo 16.8 -> 5.1 ms, equal size for the photo, 1.4x for the chart's
-    few KB). zlib-ng was the other candidate: 0.8 and 9.6 ms. numpy and ISA-L run without the
+    Sub (each byte minus the same channel's byte to its left) is one numpy subtraction, and
+    ISA-L's level 1 writes zlib's stream format several times faster than zlib. Pillow's
+    writer tries all five filters on every row; OpenCV's, told to use Sub alone with zlib's
+    RLE strategy, still deflates with zlib. `python benchmarks/png_encode.py` (level 1, 2-core
+    VM): a 448x448 `synth_demo` image 2.4 ms here against 5.7 (OpenCV) and 20.4 (Pillow), a
+    1024x768 chart 0.6 against 4.6 and 16.2, a 1024x768 photo 7.2 against 20.6 and 68.7, for
+    files within 4% of Pillow's (the chart's few KB aside). numpy and ISA-L run without the
     GIL. Levels above ISA-L's highest (3) compress at 3.
     """
     if pixels is None:
@@ -226,75 +225,11 @@ class _Pending(Generic[T]):
 
 def image_key(image: Image.Image, pixels: np.ndarray | None = None) -> str:
     """SHA-256 of an image's mode, size and raw pixels (`tobytes()`): equal images get equal
-    keys. Hashed piece by piece (`raw_chunks`): 2.1 ms for a 1024x768 image against 3.5 with
-    `tobytes()`, whose fresh 2.4 MB buffer costs more in page faults than the hash itself.
-    `pixels`: the image's `np.asarray` (the same bytes for L, RGB and RGBA), when the caller
-    has it anyway (`png_bytes`), hashed as it is."""
+    keys. `pixels`: the image's `np.asarray` (the same bytes for L, RGB and RGBA), when the
+    caller has it anyway (`png_bytes`), hashed as it is."""
     digest = hashlib.sha256(f"{image.mode}:{image.width}x{image.height}:".encode())
-    if pixels is not None:
-        digest.update(pixels.data)
-        return digest.hexdigest()
-    for chunk in raw_chunks(image):
-        digest.update(chunk)
+    digest.update(pixels.data if pixels is not None else image.tobytes())
     return digest.hexdigest()
-
-
-_RAW_CHUNK_BYTES = 64 << 10
-
-
-def raw_chunks(
-    image: Image.Image, rawmode: str = "", stride: int = 0, order: int = 1
-) -> Iterator[bytes]:
-    """`image.tobytes("raw", rawmode or image.mode, stride, order)` in pieces of whole rows
-    (64 KB, or one row if longer), never joined into one buffer.
-
-    Pillow's raw encoder, driven as `tobytes` drives it (`Image._getencoder`; Pillow has no
-    public streaming API). `order` -1 gives the rows bottom up, as BMP stores them.
-    """
-    if not image.width or not image.height:
-        return
-    encoder = _raw_encoder(image, rawmode, stride, order)
-    try:
-        while True:
-            _, status, chunk = encoder.encode(max(_RAW_CHUNK_BYTES, image.width * 4))
-            yield chunk
-            if status:
-                break
-    finally:
-        encoder.cleanup()
-    if status < 0:
-        raise OSError(f"encoding the image's pixels failed (Pillow encoder status {status})")
-
-
-def write_raw(
-    image: Image.Image, f: BinaryIO, rawmode: str = "", stride: int = 0, order: int = 1
-) -> None:
-    """Write `image.tobytes("raw", rawmode or image.mode, stride, order)` to the file `f`.
-
-    The encoder writes to the file descriptor itself through one reused buffer, with the GIL
-    released once (`encode_to_file`, the loop inside Pillow's own format writers). Writing
-    strips through the public `crop` and `tobytes` instead released it ~250 times per sandbox
-    session, and each wait to take it back cost 5-15% of eval throughput with 64 episodes at
-    once (`benchmarks/eval_throughput.py`; `beacon.sandbox.inputs` stores inputs with this).
-    """
-    if not image.width or not image.height:
-        return
-    encoder = _raw_encoder(image, rawmode, stride, order)
-    try:
-        f.flush()
-        status = encoder.encode_to_file(f.fileno(), max(_RAW_CHUNK_BYTES, image.width * 4))
-    finally:
-        encoder.cleanup()
-    if status < 0:
-        raise OSError(f"writing the image's pixels failed (Pillow encoder status {status})")
-
-
-def _raw_encoder(image: Image.Image, rawmode: str, stride: int, order: int) -> Any:
-    """Pillow's raw encoder set on `image`'s pixels (loaded first, as `tobytes` does)."""
-    image.load()
-    encoder = Image._getencoder(image.mode, "raw", (rawmode or image.mode, stride, order))
-    encoder.setimage(image.im, (0, 0, image.width, image.height))
-    return encoder
 
 
 pixel_key: PerImage[str] = PerImage(image_key)
@@ -307,10 +242,10 @@ class Recent(Generic[S, T]):
     image store's key (training's `PixelCache`).
 
     The rollouts of one prompt (a GRPO group, eval's tool and notool runs of an item) each load
-    their own copy of its image, and each copy's first use would compute again: a PNG encode is
-    ~12 ms for a 1024x768 chart, ~70 ms for a 1024x768 photo, ten times that at 4K. Callers that
-    ask for a key being computed wait for that one computation: the eight rollouts of a group
-    ask for their image at the same moment, and each used to encode it.
+    their own copy of its image, and each copy's first use would compute again (a PNG encode is
+    ~1-7 ms for a 1024x768 image, `benchmarks/png_encode.py`, ten times that at 4K). Callers
+    that ask for a key being computed wait for that one computation: the eight rollouts of a
+    group ask for their image at the same moment.
     """
 
     def __init__(

@@ -220,8 +220,8 @@ ATTACKS = [
     Attack("signals", "kill-everything", "os.kill(-1, 9)"),
     Attack("signals", "kill-init", "os.kill(1, 9)"),
     Attack("signals", "kill-own-group", "os.killpg(os.getpgid(0), 9)"),
-    # --- scheduling: spares wait at SCHED_IDLE and the worker may move processes back, so
-    # the code must not be able to do either, to itself or to the worker
+    # --- scheduling: without a uid of its own the code could starve its worker or raise
+    # itself above the other sessions' calls
     Attack(
         "scheduling",
         "realtime-self",
@@ -439,6 +439,14 @@ ATTACKS = [
         + "open(state, 'wb').write(pickle.dumps(Bomb()))\nos._exit(0)",
         followup="print(x)",
         error_has="NameError",
+    ),
+    Attack(
+        "carried-state",
+        "lock-made-a-folder",
+        "x = 1\n" + STATE_FILE + "os.unlink(state + '.lock')\nos.mkdir(state + '.lock')",
+        followup="print(x)",
+        error_has="NameError",
+        note_has="carried variables cannot be kept",
     ),
     # --- System V IPC and POSIX message queues: shared by all sessions of a worker
     Attack(

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import io
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import cv2
@@ -10,6 +13,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+import beacon.sandbox
 from beacon.images import ImageError
 from beacon.sandbox.inputs import PIL_INPUT_EXT, SessionInput
 
@@ -56,16 +60,20 @@ def test_wide_and_tall_images(tmp_path: Path) -> None:
         assert copy == pillows.getvalue() and pixels == rgb.tobytes("raw", "RGBX")
 
 
-def test_storing_only_reads_the_image(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_storing_never_saves_the_callers_image(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # The engine may encode the same image in another thread meanwhile; `save` sets attributes
     # on the image it saves (encoderinfo, encoderconfig), so two at once can mix them up.
-    def refuse(*args: object, **kwargs: object) -> None:
-        raise AssertionError("SessionInput.store called Image.save")
-
+    saved: list[Image.Image] = []
+    save = Image.Image.save
+    monkeypatch.setattr(
+        Image.Image, "save", lambda im, *a, **k: saved.append(im) or save(im, *a, **k)
+    )
     source = _image("RGB", (6, 4))
     before = (source.tobytes(), dict(source.__dict__))
-    monkeypatch.setattr(Image.Image, "save", refuse)
     _store(SessionInput.of(source, LIMIT), tmp_path)
+    assert saved and all(image is not source for image in saved)
     assert (source.tobytes(), dict(source.__dict__)) == before
 
 
@@ -94,3 +102,27 @@ def test_inputs_over_the_pixel_limit_are_refused_before_decoding(tmp_path: Path)
             SessionInput.of(given, 1999)
     with pytest.raises(ImageError, match="cannot decode"):
         SessionInput.of(b"not an image", LIMIT)
+
+
+MAP = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import episode
+from PIL import Image
+image = episode.map_pixels(sys.argv[2], [int(sys.argv[3]), int(sys.argv[4])])
+episode._PILLOW_MAJOR = 12  # Pillow before 13 cannot export a mapped image: it converts
+converted = episode.map_pixels(sys.argv[2], [int(sys.argv[3]), int(sys.argv[4])])
+sys.stdout.buffer.write(image.mode.encode() + b" " + image.tobytes() + converted.tobytes())
+"""
+
+
+def test_the_code_sees_the_stored_pixels_as_an_rgb_image(tmp_path: Path) -> None:
+    """What `episode.map_pixels` makes of a stored input, in a process of its own (the jail's
+    copy of `episode` imports as top level): the input, pixel for pixel, mapped or converted."""
+    source = _image("RGB", (7, 5))
+    _, pixels = _store(SessionInput.of(source, LIMIT), tmp_path)
+    (tmp_path / "pixels.rgbx").write_bytes(pixels)
+    folder = os.path.dirname(beacon.sandbox.__file__)
+    args = [folder, str(tmp_path / "pixels.rgbx"), "7", "5"]
+    out = subprocess.run([sys.executable, "-c", MAP, *args], capture_output=True, check=True)
+    assert out.stdout == b"RGB " + source.tobytes() * 2

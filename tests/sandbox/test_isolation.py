@@ -101,12 +101,11 @@ def test_memory_of_other_sessions_is_not_inherited(one_worker: Sandbox) -> None:
     assert r.stdout == "[] True\n"  # nothing of A found, in more than 10 MB scanned
 
 
-def test_each_call_is_the_workers_child_with_a_random_state_of_its_own(
+def test_each_call_is_the_templates_child_with_a_random_state_of_its_own(
     one_worker: Sandbox,
 ) -> None:
-    """The template clones every child as the worker's own (CLONE_PARENT, no middle process):
-    each call's parent is the worker. `os.fork` reseeds `random` in a child (an at-fork hook);
-    the raw clone does not, so the worker does, or every call would draw the same numbers."""
+    """Every child is forked by the one template, and draws its own random numbers (forked
+    from the same state, the calls would otherwise draw the same ones)."""
     seen = []
     for _ in range(3):
         with one_worker.session(images=[make_image()]) as session:

@@ -189,6 +189,16 @@ def test_carry_variables_off() -> None:
     assert not r.ok and r.error.startswith("NameError")
 
 
+def test_how_the_codes_process_ended_is_reported(sandbox: Sandbox) -> None:
+    """The template reaps every child and tells the worker how it ended."""
+    with sandbox.session(images=[make_image()]) as s:
+        exited = s.run("os._exit(3)")
+        crashed = s.run("import ctypes\nctypes.string_at(0)")
+        assert_benign_call_works(s)
+    assert exited.error == "the code's process exited with status 3 before reporting a result"
+    assert crashed.error == "the code crashed the interpreter (SIGSEGV)"
+
+
 def test_errors_name_the_exception_and_the_line(sandbox: Sandbox) -> None:
     with sandbox.session(images=[make_image()]) as s:
         r = s.run("a = 1\nb = undefined_name + a")

@@ -1,10 +1,9 @@
 """What runs inside the locked-down child: the namespace, the code, the returned images.
 
-Runs in the jail next to `worker.py` (copied there with `outputs.py`, `crops.py`, `pixels.py`
-and `wire.py`); it only ever sees one session's data, after rlimits, the uid drop and seccomp
-are in place. The input images are mapped from the raw pixel files the trusted side wrote into
-the session's folder (copy-on-write: drawing on `image` changes nothing on disk), so no process
-that serves other sessions ever holds them.
+Runs in the jail next to `worker.py` (copied there with `outputs.py`, `crops.py` and `wire.py`);
+it only ever sees one session's data, after rlimits, the uid drop and seccomp are in place. The
+input images are mapped from the raw pixel files the trusted side wrote into the session's
+folder, so no process that serves other sessions ever holds them.
 
 Thyme compatibility: the code sees `image` (PIL, the original), `image_path` (a readable copy),
 the usual modules pre-imported; images come back from `Image.show()`, `plt.show()`, printed
@@ -13,25 +12,23 @@ image paths and a new or updated `processed_path` variable. Paths under Thyme's
 its box into the image (`crops.clamp_box`) and says so in the call's notes.
 
 Carried variables are pickled to the session's state file by the child that made them and
-unpickled by the next child, lazily: a call loads only the variables its code names, and the
-others are passed on as the same bytes. The trusted process never touches these bytes.
+unpickled by the next child, lazily: a call loads only the variables its code may read
+(`read_names`), and the others are passed on as the same bytes. The trusted process never
+touches these bytes.
 
-The state file is saved after the result is out, so the next call of the session may start
-before the save ends. The children of a session take turns through an flock on
-`<state>.lock`: a child takes it before it reads the state and keeps it until it has saved
-its own, and it always takes it before it answers, so the next child (started only after that
-answer) queues behind it. Before answering, a child also writes `<state>.names`, the names it
-may save; the next child waits for the lock before running only if its code reads one of them
-(`prepare`), and otherwise takes it after running (`claim_state`), while its predecessor's save
-has usually long ended. A save that never finished (the child was killed) is noticed through the
-call number in both files, and the call is told that those variables were not carried over.
+The state file is saved after the result is out, while the caller reads it. The children of a
+session take turns through an flock on `<state>.lock`, which a child takes before it reads the
+state and keeps until it has saved its own: the next call waits there for that save before
+its code runs (in an agent loop the save has long ended by then). The holder writes its call
+number into the lock file, so a save that never finished (the child was killed) is noticed,
+and the next call is told that those variables were not carried over.
 """
 
 from __future__ import annotations
 
+import ast
 import builtins
 import contextlib
-import dis
 import errno
 import fcntl
 import io
@@ -56,7 +53,7 @@ import cv2
 import matplotlib
 import numpy as np
 import outputs
-import pixels
+import PIL
 import wire
 from PIL import Image, ImageDraw, ImageEnhance, ImageFilter, ImageFont, ImageOps
 
@@ -69,6 +66,9 @@ _PRESET_NAMES = ("image", "images", "image_path", "image_paths", "output_dir")
 """Names rebuilt every call; they are carried only when the code rebinds them."""
 _DYNAMIC_NAMES = frozenset({"globals", "vars", "eval", "exec", "locals", "dir"})
 """Code that names one of these may reach any variable, so all carried ones are loaded."""
+_PILLOW_MAJOR = int(PIL.__version__.split(".")[0])
+_RETURN_MODES = ("L", "RGB", "RGBA")
+"""Modes a returned image keeps; others are converted to RGB."""
 
 
 @dataclass
@@ -80,26 +80,27 @@ class CallContext:
     syntax_error: str | None = None
     ns: dict[str, Any] = field(default_factory=dict)
     presets: dict[str, Any] = field(default_factory=dict)
-    carried: dict[str, memoryview] = field(default_factory=dict)  # pickled, from the file
+    state_index: list[tuple[str, int]] = field(default_factory=list)  # (name, pickle size)
+    carried: dict[str, memoryview] | None = None  # the pickles, mapped when first needed
     loaded: set[str] = field(default_factory=set)  # names unpickled into ns
     notes: list[str] = field(default_factory=list)
-    announced: frozenset[str] = frozenset()  # names the previous call said it may save
-    announced_by: int = 0  # the number of that call
     lock_fd: int = -1  # the session's state lock, held from claim_state until exit
 
 
 def prepare(request: wire.RunRequest) -> CallContext:
     """Compile the code and build its namespace, restoring the carried variables it names."""
     ep = CallContext(request)
+    tree = None
     try:
-        ep.code = compile(request.code, "<code>", "exec")
+        tree = ast.parse(request.code, "<code>")
+        ep.code = compile(tree, "<code>", "exec")
     except Exception as exc:  # SyntaxError, ValueError (NUL bytes), RecursionError, ...
         ep.syntax_error = describe(exc)
     os.environ["TMPDIR"] = request.out_dir  # the only writable folder
     tempfile.tempdir = None
     paths = request.image_paths
     images = [
-        _map_pixels(p, s) for p, s in zip(request.pixel_files, request.image_sizes, strict=True)
+        map_pixels(p, s) for p, s in zip(request.pixel_files, request.image_sizes, strict=True)
     ]
     ep.ns = {
         "__name__": "__main__",
@@ -114,172 +115,156 @@ def prepare(request: wire.RunRequest) -> CallContext:
     }  # fmt: skip
     ep.presets = {name: ep.ns[name] for name in _PRESET_NAMES}
     if request.carry:
-        ep.announced_by, ep.announced = _read_names(request.state_path + ".names")
-    if request.carry and ep.code is not None:
-        names = _global_names(ep.code)
-        dynamic = names & _DYNAMIC_NAMES or "__dict__" in request.code
-        if dynamic or names & ep.announced:  # (a preset name counts: the code may rebind it)
+        try:
             claim_state(ep)
-            _load_variables(ep, ep.carried.keys() if dynamic else ep.carried.keys() & names)
+        except OSError as exc:  # the code broke its own state folder
+            ep.notes.append(f"carried variables cannot be kept ({describe(exc)})"[:300])
+        carried = {name for name, _ in ep.state_index}
+        if tree is not None and carried:
+            names = read_names(tree)
+            dynamic = names & _DYNAMIC_NAMES or "__dict__" in request.code
+            _load_variables(ep, carried if dynamic else carried & names)
     return ep
 
 
-def _map_pixels(path: str, size: list[int]) -> Image.Image:
+def map_pixels(path: str, size: list[int]) -> Image.Image:
     """An RGB image over a raw RGBX pixel file, mapped copy-on-write (no copy, no decoding).
 
-    Pillow stores RGB as 4 bytes per pixel, so RGBX bytes are its exact memory layout.
+    Pillow keeps an RGB image at 4 bytes per pixel, so the file is its own memory layout:
+    `Image.frombuffer` maps it as RGBX, and `Image.fromarrow` takes that memory as RGB as it is.
+    A copy of a 4000x3000 input costs several times the benchmark's whole heavy call
+    (docs/sandbox.md, "Speed"). Before Pillow 13, exporting a mapped image to Arrow crashes the
+    process, so older Pillow converts (a copy). The image is read-only: Pillow copies it on the
+    first write, and the file never changes.
     """
     width, height = size
     with open(path, "rb") as f:
         buf = mmap.mmap(f.fileno(), width * height * 4, access=mmap.ACCESS_COPY)
-    return pixels.from_raw("RGB", (width, height), buf)
+    rgbx = Image.frombuffer("RGBX", (width, height), buf, "raw", "RGBX", 0, 1)
+    if _PILLOW_MAJOR >= 13:
+        return Image.fromarrow(rgbx, "RGB", (width, height))
+    return rgbx.convert("RGB")
 
 
-_LOADS = frozenset({"LOAD_NAME", "LOAD_GLOBAL", "DELETE_NAME", "DELETE_GLOBAL"})
-_LOAD_GLOBAL = dis.opmap["LOAD_GLOBAL"]
-_NAME_LOADS = frozenset(dis.opmap[name] for name in _LOADS) - {_LOAD_GLOBAL}  # arg: a name
-_NAME_STORES = frozenset(dis.opmap[name] for name in ("STORE_NAME", "STORE_GLOBAL"))
-_GLOBAL_FLAG_BITS = 1 if sys.version_info >= (3, 11) else 0  # LOAD_GLOBAL's arg: name << 1 | flag
-_EXTENDED_ARG = dis.opmap["EXTENDED_ARG"]
-_JUMPS = frozenset(
-    op for op in (*dis.hasjrel, *dis.hasjabs, *getattr(dis, "hasjump", ())) if op < 256
-)  # 3.13 lists them in hasjump
+_STRAIGHT = (
+    ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr, ast.Import, ast.ImportFrom, ast.Delete,
+    ast.Pass, ast.Assert, ast.Global, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
+)  # fmt: skip
+"""Top-level statements that always run to the end or raise (which ends the code)."""
 
 
-def _global_names(code: types.CodeType) -> set[str]:
+def read_names(tree: ast.Module) -> set[str]:
     """Names the code may read from the previous calls' variables.
 
-    A top-level name assigned in the straight-line prefix of the code (before any jump or
-    `try`) is not needed by what comes after it: that store runs before anything after it
-    (or an exception ends the code), so the typical `crop = image.crop(...)` then
-    `crop.show()` does not unpickle last call's `crop`. Functions the code defines may run at
-    any time, so every global they read counts.
-
-    Reads the top level's bytecode units directly (2 bytes each; 3.11's inline caches are
-    units of their own, read as nothing here): `dis.get_instructions` took ~45 us for three
-    lines, on every call's clock, where this takes ~11 us.
+    Every name the code reads or deletes, anywhere (function bodies included: they may run at
+    any time), except one read only after a statement of the code's straight-line beginning
+    (before its first `if`, loop, `try` or `with`) assigned it: that assignment has run by then,
+    or an exception ended the code. So `crop = image.crop(...)` then `crop.show()` does not
+    load the last call's `crop`. A name bound inside a comprehension counts too (at worst a
+    carried variable of that name is loaded for nothing).
     """
-    protected = [e.start for e in getattr(dis.Bytecode(code), "exception_entries", [])]
-    straight_until = min(protected, default=len(code.co_code))
-    raw, names = code.co_code, code.co_names
     assigned: set[str] = set()
     needed: set[str] = set()
-    arg = 0
-    for offset in range(0, len(raw), 2):
-        op, arg = raw[offset], arg << 8 | raw[offset + 1]
-        if op == _EXTENDED_ARG:
-            continue
-        if op in _JUMPS:
-            straight_until = min(straight_until, offset)
-        if op in _NAME_STORES and offset < straight_until:
-            assigned.add(names[arg])
-        elif op in _NAME_LOADS or op == _LOAD_GLOBAL:
-            name = names[arg >> _GLOBAL_FLAG_BITS if op == _LOAD_GLOBAL else arg]
-            if name not in assigned:
-                needed.add(name)
-        arg = 0
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            needed |= _nested_names(const)
+    straight = True
+    for stmt in tree.body:
+        reads = {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)
+                 and not isinstance(n.ctx, ast.Store)}  # fmt: skip
+        if isinstance(stmt, ast.AugAssign):  # `x += 1` reads x
+            reads |= _bound(stmt.target)
+        needed |= reads - assigned
+        straight = straight and isinstance(stmt, _STRAIGHT)
+        if straight:
+            assigned |= _assigned(stmt)
     return needed
 
 
-def _nested_names(code: types.CodeType) -> set[str]:
-    names = {i.argval for i in dis.get_instructions(code) if i.opname in _LOADS}
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            names |= _nested_names(const)
-    return names
+def _assigned(stmt: ast.stmt) -> set[str]:
+    """The top-level names a straight-line statement binds."""
+    if isinstance(stmt, ast.Assign):
+        return set().union(*(_bound(target) for target in stmt.targets))
+    if isinstance(stmt, ast.AnnAssign | ast.AugAssign) and getattr(stmt, "value", None):
+        return _bound(stmt.target)
+    if isinstance(stmt, ast.Import | ast.ImportFrom):
+        return {(a.asname or a.name).split(".")[0] for a in stmt.names if a.name != "*"}
+    if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return {stmt.name}
+    return set()
 
 
-_STATE_ENTRY = struct.Struct("<IQ")  # name length, pickle length; then the name
-_STATE_TAIL = struct.Struct("<QQI8s")  # index offset, number of the saving call, variables, magic
-_STATE_MAGIC = b"BCNVARS2"
-"""A state file: the pickles one after the other, then the index (an entry per variable, in
-their order), then the tail. The index follows the pickles because they are written straight
-into the file as they are made (`save_state`), their lengths known only afterwards."""
-_NAMES_HEAD = struct.Struct("<Q")  # number of the call that announced; then names, one a line
+def _bound(target: ast.expr) -> set[str]:
+    """The names an assignment target binds (`a, *b = ...`; not `a[i]` or `a.x`)."""
+    return {n.id for n in ast.walk(target) if isinstance(n, ast.Name)
+            and isinstance(n.ctx, ast.Store)}  # fmt: skip
+
+
+_HOLDER = struct.Struct("<Q")  # the lock file: the number of the last call that held the lock
+_INDEX_AT = struct.Struct("<Q")
+"""A state file: the variables' pickles back to back, written straight into the file as they
+are made; then the index, a pickle of (the saving call's number, [(name, pickle size), ...]);
+then where the index starts, in these 8 bytes."""
 
 
 def claim_state(ep: CallContext) -> None:
-    """Take the session's state lock (waiting for the previous call's save) and read the
-    state's index; notes a previous save that never finished. Idempotent."""
-    if ep.lock_fd >= 0:
-        return
+    """Take the session's state lock (waiting for the previous call's save), read the state's
+    index and note a previous save that never finished."""
     path = ep.request.state_path
     ep.lock_fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     fcntl.flock(ep.lock_fd, fcntl.LOCK_EX)
+    held = os.pread(ep.lock_fd, _HOLDER.size, 0)
+    held_by = _HOLDER.unpack(held)[0] if len(held) == _HOLDER.size else 0
+    os.pwrite(ep.lock_fd, _HOLDER.pack(ep.request.call), 0)
     saved_by = 0
     try:
-        saved_by, ep.carried = _read_state(path)
+        saved_by, ep.state_index = _read_index(path)
     except FileNotFoundError:
         pass
     except Exception as exc:  # a damaged or foreign file: the session starts over
         ep.notes.append(f"carried variables were lost ({type(exc).__name__}: {exc})"[:300])
-    if ep.announced_by > saved_by and ep.announced:
+    if held_by > saved_by:
         ep.notes.append("variables from the previous call were not carried over")
 
 
-def _read_state(path: str) -> tuple[int, dict[str, memoryview]]:
-    """The call number and the pickled variables of a state file, mapped, not copied."""
+def _read_index(path: str) -> tuple[int, list[tuple[str, int]]]:
+    """The number of the call that saved a state file, and its index (`_INDEX_AT`)."""
     with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        if size < _STATE_TAIL.size:
-            raise ValueError("the state file is truncated")
-        data = memoryview(mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ))
-    index, call, count, magic = _STATE_TAIL.unpack_from(data, size - _STATE_TAIL.size)
-    if magic != _STATE_MAGIC:
-        raise ValueError("the state file has no Beacon header")
-    end, offset, carried = size - _STATE_TAIL.size, 0, {}
-    for _ in range(count):
-        if index + _STATE_ENTRY.size > end:
-            raise ValueError("the state file's index is truncated")
-        name_len, blob_len = _STATE_ENTRY.unpack_from(data, index)
-        index += _STATE_ENTRY.size
-        if index + name_len > end or offset + blob_len > end:
-            raise ValueError("the state file is truncated")
-        carried[str(data[index : index + name_len], "utf-8")] = data[offset : offset + blob_len]
-        index += name_len
-        offset += blob_len
-    return call, carried
+        end = f.seek(0, os.SEEK_END) - _INDEX_AT.size
+        f.seek(end)
+        (start,) = _INDEX_AT.unpack(f.read(_INDEX_AT.size))
+        if not 0 <= start <= end:
+            raise ValueError("the state file has no index")
+        f.seek(start)
+        call, index = pickle.load(f)
+    index = [(str(name), int(size)) for name, size in index]
+    if type(call) is not int or min((size for _, size in index), default=0) < 0:
+        raise ValueError("the state file's index is damaged")
+    if sum(size for _, size in index) != start:
+        raise ValueError("the state file's index does not match its size")
+    return call, index
 
 
-def _read_names(path: str) -> tuple[int, frozenset[str]]:
-    """The number of the call that wrote a names file and its names; read once, before the
-    code runs (the code could change the file)."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-        (call,) = _NAMES_HEAD.unpack_from(data)
-    except (OSError, struct.error):
-        return 0, frozenset()
-    return call, frozenset(data[_NAMES_HEAD.size :].decode("utf-8", "replace").split("\n")) - {""}
+def _carried(ep: CallContext) -> dict[str, memoryview]:
+    """The state's pickles, mapped (not copied) when first needed: a call that reads no carried
+    variable never maps them before it answers."""
+    if ep.carried is None:
+        ep.carried, offset = {}, 0
+        with open(ep.request.state_path, "rb") as f:
+            data = memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
+        for name, size in ep.state_index:
+            ep.carried[name] = data[offset : offset + size]
+            offset += size
+    return ep.carried
 
 
 def _load_variables(ep: CallContext, wanted: Iterable[str]) -> None:
     failed = []
     for name in wanted:
         try:
-            ep.ns[name] = pickle.loads(ep.carried[name])
+            ep.ns[name] = pickle.loads(_carried(ep)[name])
             ep.loaded.add(name)
         except BaseException:
             failed.append(name)
     if failed:
         ep.notes.append(f"could not restore carried variables: {', '.join(failed)[:200]}")
-
-
-def announce_state(ep: CallContext) -> None:
-    """Before answering: hold the state lock and tell the next call which names it may find.
-
-    The names are those `save_state` will try; the ones that fail to pickle make the next call
-    wait for a save it did not need, nothing worse.
-    """
-    claim_state(ep)
-    names = {name for name in ep.carried if name not in ep.loaded} | set(_to_save(ep))
-    path = ep.request.state_path + ".names"
-    with open(path + ".tmp", "wb") as f:
-        f.write(_NAMES_HEAD.pack(ep.request.call) + "\n".join(sorted(names)).encode())
-    os.replace(path + ".tmp", path)
 
 
 def _to_save(ep: CallContext) -> dict[str, Any]:
@@ -323,11 +308,6 @@ def execute(ep: CallContext) -> list[wire.Bytes]:
     except OSError as exc:
         error = error or f"the code's folder is gone: {describe(exc)}"
     notes += outputs.crop_notes(clamped)
-    if request.carry:
-        try:
-            announce_state(ep)
-        except Exception as exc:  # the code broke its own state folder
-            notes.append(f"carried variables cannot be saved ({describe(exc)})"[:300])
     try:
         images = shown + outputs.file_images(stdout, ns, before, start, request, refused, notes)
     except BaseException as exc:
@@ -346,22 +326,17 @@ def execute(ep: CallContext) -> list[wire.Bytes]:
 def _hand_over(
     images: list[Image.Image], request: wire.RunRequest
 ) -> tuple[list[dict[str, Any]], list[bytes]]:
-    """Each image's description, with its pixels in `wire.image_file` or else as a blob.
+    """Each image's description, with its raw pixels in `wire.image_file` or else as a blob.
 
-    A 600x450 RGB image costs about 1 ms less through a file than through the two pipes to
-    the trusted process (docs/sandbox.md, "Speed"). The blob is the fallback where the file
-    cannot be written: the session's quota or the file size limit is reached, or the code
-    made the name or took away the folder. The pixels go as they lie in the image's memory
-    where Pillow lets them be read so (`pixels.raw_pixels`), packed by `tobytes()` elsewhere.
+    The file is read by the trusted process directly (docs/sandbox.md, "Speed"); the blob is
+    the fallback where the file cannot be written: the session's quota or the file size limit
+    is reached, or the code made the name or took away the folder.
     """
     metas, blobs = [], []
     for index, img in enumerate(images):
-        img = img if img.mode in pixels.LAYOUTS else img.convert("RGB")
-        data = pixels.raw_pixels(img)
-        mode = pixels.LAYOUTS[img.mode][0]
-        if data is None:
-            mode, data = img.mode, img.tobytes()
-        meta = wire.image_meta(mode, img.width, img.height)
+        img = img if img.mode in _RETURN_MODES else img.convert("RGB")
+        data = img.tobytes()
+        meta = wire.image_meta(img.mode, img.width, img.height)
         if _write_new_file(wire.image_file(request.out_dir, request.call, index), data):
             meta["file"] = True
         else:
@@ -399,16 +374,15 @@ REHEARSAL = (
 def rehearse(scratch: str) -> list[wire.Bytes]:
     """Run `REHEARSAL` on a 2x2 image through `prepare` and `execute`, and return its frame.
 
-    A spare runs this while it waits for its request. The spare is a fresh fork, so the first
-    write to each page it shares with the template (a reference count, a malloc pool, a
-    namespace dict) copies that page: about 400 page faults in a call that only sets `x = 1`,
-    2 ms of its 4 ms inside the child on the development VM. A rehearsal takes those copies
-    off the call's clock; the real call then faults only on what it alone touches. Its request
-    and its result cross a pipe as a call's do (reading the request cold took a spare ~0.1 ms
-    more). It holds no session's data (its image is 16 zero bytes in a memfd, its folder a new
-    one in `scratch`, removed after it: the worker's code folder, inside the sandbox's root, so
-    that a spare killed mid-rehearsal leaves nothing outside it), and it undoes its patches of
-    `Image.show`, `plt.show` and `Image.crop`, its state lock and its change of folder.
+    A spare runs this while it waits for its request (`worker.warm_up`). The spare is a fresh
+    fork, so the first write to each page it shares with the template (a reference count, a
+    malloc pool, a namespace dict) copies that page; the rehearsal makes those copies before
+    the request, so the call faults only on what it alone touches (docs/sandbox.md, "Speed").
+    Its request and result cross a pipe as a call's do. It holds no session's data (its image
+    is 16 zero bytes in a memfd, its folder a new one in `scratch`, removed after it: the
+    worker's code folder, inside the sandbox's root, so that a spare killed mid-rehearsal
+    leaves nothing outside it), and it undoes its patches of `Image.show`, `plt.show` and
+    `Image.crop`, its state lock and its change of folder.
     """
     pixels = os.memfd_create("beacon-rehearsal")
     home = os.getcwd()
@@ -469,52 +443,42 @@ class _CappedText(io.TextIOBase):
 def save_state(ep: CallContext) -> None:
     """Write the variables for the next call: unloaded ones as they were, the rest re-pickled.
 
-    Each pickle goes straight into the file as it is made, a plain PIL image by its raw memory
-    (`_Pickler`): the child saved the benchmark's `crop` and `small` in 2.0 ms instead of 2.4
-    (in a warm process 1.2 ms, against 4.5 to pack them with `tobytes()`, pickle each to bytes
-    and write those), while the session's next call was starting beside it. Unpicklable values
-    (modules, functions and classes the code defined) are skipped; once the file passes
+    Each pickle goes straight into the file as it is made. Unpicklable values (modules,
+    functions and classes the code defined) are skipped; once the file passes
     max_state_bytes, nothing is carried. Needs the state lock (`claim_state`).
     """
     if ep.lock_fd < 0:
         return
-    entries: list[tuple[bytes, int]] = []
+    new = _to_save(ep)
+    kept = [name for name, _ in ep.state_index if name not in ep.loaded and name not in new]
+    carried = _carried(ep) if kept else {}
+    index: list[tuple[str, int]] = []
     over = False  # past the file size limit, which is at least max_state_bytes
     tmp = ep.request.state_path + ".tmp"
-    with open(tmp, "wb", buffering=0) as f:  # unbuffered: a failed write leaves nothing behind
-        for name, blob in ep.carried.items():
-            if name not in ep.loaded:
-                f.write(blob)
-                entries.append((name.encode(), len(blob)))
-        for name, value in _to_save(ep).items():
+    with open(tmp, "wb", buffering=0) as f:  # unbuffered: a failed pickle is cut off exactly
+        for name in kept:
+            f.write(carried[name])
+            index.append((name, len(carried[name])))
+        for name, value in new.items():
             start = f.tell()
             try:
-                _Pickler(f, protocol=5).dump(value)
-            except BaseException as exc:
+                pickle.dump(value, f, protocol=5)
+            except BaseException as exc:  # what does not pickle is not carried
                 f.seek(start)
                 f.truncate()
                 over = isinstance(exc, OSError) and exc.errno == errno.EFBIG
                 if over:
                     break
                 continue
-            entries.append((name.encode(), f.tell() - start))
+            index.append((name, f.tell() - start))
         if over or f.tell() > ep.request.max_state_bytes:
             f.seek(0)
             f.truncate()
-            entries = []
-        index = [_STATE_ENTRY.pack(len(name), length) + name for name, length in entries]
-        tail = _STATE_TAIL.pack(f.tell(), ep.request.call, len(entries), _STATE_MAGIC)
-        f.write(b"".join([*index, tail]))
+            index = []
+        start = f.tell()
+        pickle.dump((ep.request.call, index), f, protocol=5)
+        f.write(_INDEX_AT.pack(start))
     os.replace(tmp, ep.request.state_path)
-
-
-class _Pickler(pickle.Pickler):
-    """Pickles plain PIL images by their raw memory (`pixels.reduce_image`), the rest as usual."""
-
-    def reducer_override(self, obj: Any) -> Any:
-        if isinstance(obj, Image.Image):
-            return pixels.reduce_image(obj)
-        return NotImplemented
 
 
 _MISSING = object()

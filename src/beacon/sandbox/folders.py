@@ -71,7 +71,7 @@ def remove_tree(path: str) -> None:
         for mount_point in sorted(_mounts_under(path), key=len, reverse=True):
             _libc.umount2(mount_point.encode(), _MNT_DETACH)
     try:
-        os.rmdir(path)  # an unmounted session folder is empty: no `rm` process (4 ms) needed
+        os.rmdir(path)  # an unmounted session folder is empty
     except FileNotFoundError:
         return
     except OSError:

@@ -68,6 +68,20 @@ def jail_prefix(isolation: str, root_dir: str) -> list[str]:
     return []
 
 
+MALLOC_TUNABLES = ":".join(
+    (
+        "glibc.malloc.hugetlb=1",  # malloc'd memory on transparent huge pages
+        f"glibc.malloc.mmap_threshold={32 << 20}",  # blocks up to 32 MB from the heap
+        f"glibc.malloc.trim_threshold={64 << 20}",  # freed heap memory kept, up to 64 MB
+    )
+)
+"""glibc's malloc settings for the workers and the code: a heap on huge pages, blocks up to
+32 MB from it, and what is freed kept there. With them a spare can fault in a block of heap
+that the code's allocations then reuse (`worker.warm_up`); with glibc's defaults a child's
+first writes to new memory fault once per 4 KB page, and blocks over 128 KB are mapped and
+unmapped one by one. Ignored before glibc 2.35 (docs/sandbox.md, "Speed")."""
+
+
 def worker_env(root_dir: str) -> dict[str, str]:
     """The whole environment of a worker: nothing from the host (secrets stay out)."""
     one = "1"
@@ -84,23 +98,22 @@ def worker_env(root_dir: str) -> dict[str, str]:
         "NUMEXPR_NUM_THREADS": one,
         "VECLIB_MAXIMUM_THREADS": one,
         "OPENCV_FOR_THREADS_NUM": one,
-        "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1",
+        "GLIBC_TUNABLES": MALLOC_TUNABLES,
         # each thread's own malloc arena reserves 64 MB of address space, which RLIMIT_AS counts
         "MALLOC_ARENA_MAX": "2",
     }
 
 
-WORKER_CAPABILITIES = {"DAC_OVERRIDE": 1, "KILL": 5, "SETGID": 6, "SETUID": 7, "SYS_NICE": 23}
+WORKER_CAPABILITIES = {"DAC_OVERRIDE": 1, "KILL": 5, "SETGID": 6, "SETUID": 7}
 """What a worker keeps as root, by capability number: entering and cleaning the sessions'
-folders (they belong to the sessions' uids), dropping to those uids, and moving idle spares
-back to normal scheduling."""
+folders (they belong to the sessions' uids), and dropping to those uids."""
 
 
 def held_capabilities() -> int:
     """The capability bits this process has and may pass on (effective and bounding sets).
 
-    Only these may be asked of bwrap: bubblewrap 0.8 asked for one outside the bounding set (a
-    container without CAP_SYS_NICE, Docker's default) drops no capability at all.
+    Only these may be asked of bwrap: bubblewrap 0.8 asked for one outside the bounding set
+    drops no capability at all.
     """
     sets = {}
     for line in Path("/proc/self/status").read_text().splitlines():

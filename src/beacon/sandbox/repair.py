@@ -46,8 +46,6 @@ THYME_SAVE_DIR = "/mnt/data/temp_processed_images"
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".gif", ".tif", ".tiff")
 
 _FENCE = re.compile(r"^[ \t]*```")
-_CV_NAME = re.compile(r"\bcv\b")  # code without it has no `cv.` to repair
-_READ_CALL = re.compile(r"open|imread")  # code without either reads no image path to repair
 _LINE_BREAK = re.compile(r"(?<=\n)|(?<=\r)(?!\n)")  # the line ends ast counts: \n, \r\n, \r
 _NAMED_BINDERS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.ExceptHandler)
 _Edit = tuple[int, int, str]  # (start, end, replacement) offsets into the text
@@ -86,28 +84,20 @@ def repair_code(
     config = config or RepairConfig()
     changes: list[str] = []
     code = _strip_fences(code, changes)
-    tree = _parse(code)
-    if tree is None and config.fix_indentation:
+    if config.fix_indentation and not _parses(code):
         code = _fix_indentation(code, changes)
-    rewritten = _rewrite_save_dir(code, config.thyme_save_dir, output_dir, changes)
-    if tree is None or rewritten != code:  # parsed once where nothing changed (most code)
-        code = rewritten
-        try:
-            tree = ast.parse(code)
-        except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
-            error = _syntax_error_text(exc)
-            changes.append(f"code does not parse ({error}); crop, path and cv2 repairs skipped")
-            return RepairResult(code, changes, error)
-    fix_cv = config.fix_cv_alias and _CV_NAME.search(code)
-    fix_paths = config.fix_image_paths and _READ_CALL.search(code)
-    if not (fix_cv or fix_paths):  # most calls: no walk over the tree (~40 of ~65 us)
-        return RepairResult(code, changes)
-    inputs = (image_path, *other_image_paths)
-    parsed = _ParsedCode(tree, code, inputs, output_dir)
+    code = _rewrite_save_dir(code, config.thyme_save_dir, output_dir, changes)
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+        error = _syntax_error_text(exc)
+        changes.append(f"code does not parse ({error}); crop, path and cv2 repairs skipped")
+        return RepairResult(code, changes, error)
+    parsed = _ParsedCode(tree, code, (image_path, *other_image_paths), output_dir)
     edits: list[_Edit] = []
-    if fix_cv:
+    if config.fix_cv_alias:
         edits += _cv_edits(parsed, changes)
-    if fix_paths:
+    if config.fix_image_paths:
         edits += _path_edits(parsed, changes)
     return RepairResult(_apply_edits(code, edits), changes)
 
@@ -188,15 +178,12 @@ def _rewrite_save_dir(code: str, save_dir: str, output_dir: str, changes: list[s
     return code
 
 
-def _parse(code: str) -> ast.Module | None:
-    try:
-        return ast.parse(code)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
-
-
 def _parses(code: str) -> bool:
-    return _parse(code) is not None
+    try:
+        ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    return True
 
 
 def _syntax_error_text(exc: Exception) -> str:

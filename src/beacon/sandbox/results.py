@@ -20,7 +20,6 @@ from PIL import Image
 
 from beacon.sandbox import wire
 from beacon.sandbox.config import ExecResult, SandboxConfig
-from beacon.sandbox.pixels import from_raw
 
 _MAX_ERROR_CHARS = 2000
 _MAX_NOTES = 16
@@ -163,7 +162,7 @@ def _child_result(
         else:
             pixels = next(blobs)
         mode, width, height = wire.check_image_meta(meta, len(pixels), cfg.max_image_pixels)
-        images.append(_image(mode, (width, height), pixels))
+        images.append(Image.frombytes(mode, (width, height), pixels))
     return ExecResult(
         ok=error is None,
         stdout=valid_text(stdout),
@@ -171,14 +170,6 @@ def _child_result(
         images=images,
         notes=notes,
     )
-
-
-def _image(mode: str, size: tuple[int, int], pixels: wire.Bytes) -> Image.Image:
-    """The image of checked pixels. RGBX is RGB as Pillow keeps it in memory: the image is
-    made over the pixels, not of a copy (0.1 ms less for 600x450)."""
-    if mode != "RGBX":
-        return Image.frombytes(mode, size, pixels)
-    return from_raw("RGB", size, pixels)
 
 
 def _read_image_file(path: str, meta: dict[str, Any], max_pixels: int) -> bytearray:

@@ -3,8 +3,8 @@
 Layout of the sandbox's root folder (bound read-write into the jail at the same path):
 
     <root>/                 0711 root      no listing: sessions cannot find each other
-      _code/                0755 root      worker.py, episode.py, outputs.py, crops.py, pixels.py,
-                                           wire.py: no beacon imports
+      _code/                0755 root      worker.py, episode.py, outputs.py, crops.py, wire.py:
+                                           no beacon imports
       _owner                0600 root      the owning process, for removing stale roots
       <session>/            0710 root:session   only the session's own uid can enter
         images/             0755 root      read-only copies of the input images (`image_path`)
@@ -50,7 +50,7 @@ from beacon.types import ImageSource
 
 logger = logging.getLogger(__name__)
 
-_CODE_FILES = ("worker.py", "episode.py", "outputs.py", "crops.py", "pixels.py", "wire.py")
+_CODE_FILES = ("worker.py", "episode.py", "outputs.py", "crops.py", "wire.py")
 _JAIL_VIEW = "/mnt/data"  # see the module docstring
 _INPUTS = "images"
 _PIXELS = "pixels"
@@ -58,8 +58,8 @@ _OUTPUT = "temp_processed_images"
 _OWN_FILES = 64  # inodes of the sandbox's own files in a session folder, beyond the quota
 _HUGE_PAGES = "huge=within_size"
 """A session's tmpfs keeps files of 2 MB and more on huge pages: a call's code then reads its
-mapped input pixels with one page fault per 2 MB instead of one per 64 KB (a 1200x900 crop of a
-4000x3000 input: ~210 faults, ~1.2 ms, down to 1)."""
+mapped input pixels with one page fault per 2 MB instead of one per 64 KB (1.3 ms of the
+benchmark's heavy call: `benchmarks/sandbox_latency.py --tricks`)."""
 _END_SESSION_S = 2.0  # a worker answers "end" in about 0.2 ms, between or during calls
 
 

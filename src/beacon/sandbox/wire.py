@@ -13,8 +13,8 @@ the trusted side reads once and removes: one copy each way instead of three thro
 worker's pipes. Where the file cannot be written (the session's quota is full) the pixels
 follow the header as a blob.
 
-This module uses only the standard library and Pillow because it is also copied into the jail
-next to `worker.py`.
+This module uses only the standard library because it is also copied into the jail next to
+`worker.py`.
 """
 
 from __future__ import annotations
@@ -29,9 +29,8 @@ from typing import Any
 
 _LEN = struct.Struct("<I")
 
-IMAGE_CHANNELS = {"L": 1, "RGB": 3, "RGBA": 4, "RGBX": 4}
-"""Pixel modes allowed on the wire and their bytes per pixel; RGBX is RGB in Pillow's memory layout
-(a padding byte after each pixel), which the jail sends as it lies (`pixels.raw_pixels`)."""
+IMAGE_CHANNELS = {"L": 1, "RGB": 3, "RGBA": 4}
+"""Pixel modes allowed on the wire and their bytes per pixel."""
 
 
 class WireError(ValueError):
