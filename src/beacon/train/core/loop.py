@@ -9,7 +9,9 @@ complete checkpoint (model, optimizer, scheduler, RNGs, data position) and cutti
 logs back to it, pushing the (restored) weights to the rollout engine before the first step,
 then per step: the trainer's `step` (rollouts, scoring and backward: gradients accumulated, no
 optimizer step), the optimizer and scheduler step, the weight push, one metrics dict
-(`metrics.step_metrics`) written every `log_every` steps, a checkpoint every `save_every`.
+(`metrics.step_metrics`) with the health alarms' flags (`health.HealthMonitor`) written every
+`log_every` steps, a checkpoint every `save_every` (and at an alarm with
+`health.stop_on_alarm`, which then stops the run).
 
 A step whose trainer reports no learning signal (`StepOutput.update=False`, e.g. OPD's loss
 below its floor) skips the optimizer step: Adam divides by the running gradient scale, so it
@@ -43,11 +45,21 @@ from typing import Any
 
 import torch
 
+from beacon.rollout import CHECK_REASONS, RolloutStats
 from beacon.train.core import checkpoint as ckpt
 from beacon.train.core.collate import ModelBatch
-from beacon.train.core.config import TrainConfig
+from beacon.train.core.config import HealthConfig, TrainConfig
+from beacon.train.core.health import HealthMonitor, stop_error
 from beacon.train.core.loss import count_targets, summed_token_nll
-from beacon.train.core.metrics import MetricsLogger, StepStats, step_metrics, truncate_after
+from beacon.train.core.metrics import (
+    METRICS_FILE,
+    MetricsLogger,
+    StepStats,
+    dropped_metrics,
+    read_metrics,
+    step_metrics,
+    truncate_after,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -137,6 +149,13 @@ def gather_per_rank(accelerator: Any, local: list[Any]) -> list[list[Any]]:
     return gather_object([local])
 
 
+def rollout_drops(accelerator: Any, stats: RolloutStats) -> dict[str, float]:
+    """The step's rollout-check drops over all processes (`metrics.dropped_metrics`)."""
+    local = [stats.episodes, *(stats.inconsistent.get(r, 0) for r in CHECK_REASONS)]
+    total = accelerator.reduce(torch.tensor(local, device=accelerator.device), "sum").tolist()
+    return dropped_metrics(dict(zip(CHECK_REASONS, total[1:], strict=True)), total[0])
+
+
 def forward_backward(
     accelerator: Any, model: torch.nn.Module, batches: list[ModelBatch]
 ) -> StepResult:
@@ -205,12 +224,14 @@ def run(
     step: StepFn,
     sync: SyncFn | None = None,
     logs: Sequence[str] = (),
+    health: HealthConfig | None = None,
 ) -> ckpt.TrainState:
     """Train until `cfg.max_steps`, from the newest complete checkpoint when `resume`.
 
     `sync` pushes the weights to the rollout engine(s), before the first step and after every
     optimizer step; `logs` are the trainer's own JSONL files in `run_dir` (lines with a `step`),
-    cut back to the restored step so a resumed run rewrites them once.
+    cut back to the restored step so a resumed run rewrites them once; `health` sets the alarms
+    (default: `HealthConfig()`).
     """
     accelerator = parts.accelerator
     state = restore(parts, run_dir) if resume else ckpt.TrainState(step=0, samples_seen=0)
@@ -227,18 +248,32 @@ def run(
         tensorboard=cfg.tensorboard,
         progress_bar=cfg.progress_bar,
     )
+    monitor = _monitor(health or HealthConfig(), run_dir, state.step, accelerator)
     parts.model.train()
     try:
         while state.step < cfg.max_steps:
             state, metrics = run_step(parts, cfg, state, step, sync)
-            if state.step % cfg.log_every == 0 or state.step == cfg.max_steps:
+            alarms = monitor.check(metrics)
+            if state.step % cfg.log_every == 0 or state.step == cfg.max_steps or alarms:
                 metrics_log.log(metrics)
             metrics_log.advance(metrics)
-            if state.step % cfg.save_every == 0 or state.step == cfg.max_steps:
+            stop = monitor.cfg.stop_on_alarm and bool(alarms)
+            if state.step % cfg.save_every == 0 or state.step == cfg.max_steps or stop:
                 save_checkpoint(parts, run_dir, state, cfg.keep_last)
+            if stop:
+                raise stop_error(alarms, f"{run_dir}/checkpoint-{state.step}")
     finally:
         metrics_log.close()
     return state
+
+
+def _monitor(cfg: HealthConfig, run_dir: Path, step: int, accelerator: Any) -> HealthMonitor:
+    """The run's health monitor, with the logged steps up to `step` replayed (a resume)."""
+    monitor = HealthMonitor(cfg, log=accelerator.is_main_process)
+    path = run_dir / METRICS_FILE
+    if step > 0 and path.exists():
+        monitor.replay(row for row in read_metrics(path) if row.get("step", 0) <= step)
+    return monitor
 
 
 def run_step(

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from beacon.jsonl import JsonlWriter, read_jsonl, write_jsonl_atomic
+from beacon.rollout.checks import CHECK_REASONS
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +56,14 @@ def step_metrics(stats: StepStats, extra: Mapping[str, float] | None = None) -> 
     }
     out.update(extra or {})
     return out
+
+
+def dropped_metrics(inconsistent: Mapping[str, int], episodes: int) -> dict[str, float]:
+    """`health/dropped/<reason>` for every rollout check (`CHECK_REASONS`, zeros included),
+    their total `health/dropped` and `health/dropped_share` of the step's `episodes`."""
+    counts = {f"health/dropped/{r}": int(inconsistent.get(r, 0)) for r in CHECK_REASONS}
+    total = sum(counts.values())
+    return {**counts, "health/dropped": total, "health/dropped_share": total / max(episodes, 1)}
 
 
 class MetricsLogger:
