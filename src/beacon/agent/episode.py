@@ -263,10 +263,15 @@ class EpisodeState:
             self._finish("stop")
 
     def _check_context(self) -> None:
-        """End the episode once its tokens, all roles counted, reach `max_context_tokens`."""
+        """End the episode once its tokens, all roles counted, reach `max_context_tokens` (a
+        turn that its token cap cut at that budget ended on the context, not on max_tokens)."""
         budget = self.config.max_context_tokens
-        if budget is not None and not self.done and len(self.ids) >= budget:
+        if budget is None or len(self.ids) < budget:
+            return
+        if not self.done:
             self._finish("context_length")
+        elif self.trajectory.finish_reason == "max_tokens":
+            self.trajectory.finish_reason = "context_length"
 
     def _append_generated(self, result: GenerationResult) -> None:
         # Without a tokenizer the episode is text-only (module docstring): ids a server sent
