@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import math
+import operator
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -75,26 +76,12 @@ class Rule:
     advice: str
 
 
-def _above(setting: str) -> Limit:
+def _bound(setting: str, crosses: Callable[[float, float], bool]) -> Limit:
+    """The limit `HealthConfig.<setting>`, crossed when `crosses(value, limit)`."""
+
     def limit(value: float, series: Series, cfg: HealthConfig) -> float | None:
         bound = getattr(cfg, setting)
-        return bound if bound is not None and value > bound else None
-
-    return limit
-
-
-def _at_or_above(setting: str) -> Limit:
-    def limit(value: float, series: Series, cfg: HealthConfig) -> float | None:
-        bound = getattr(cfg, setting)
-        return bound if bound is not None and value >= bound else None
-
-    return limit
-
-
-def _below(setting: str) -> Limit:
-    def limit(value: float, series: Series, cfg: HealthConfig) -> float | None:
-        bound = getattr(cfg, setting)
-        return bound if bound is not None and value < bound else None
+        return bound if bound is not None and crosses(value, bound) else None
 
     return limit
 
@@ -122,7 +109,7 @@ RULES = (
         "health/sampler_logprob_gap",
         False,
         ">",
-        _above("logprob_gap_max"),
+        _bound("logprob_gap_max", operator.gt),
         "the rollout engine does not sample from the trained policy: check that weights reach "
         "it after every step (rollout.servers, the weight push), and that engine and trainer "
         "use the same chat template, image processor and dtype",
@@ -141,7 +128,7 @@ RULES = (
         "health/tool_rate_easy",
         True,
         ">=",
-        _at_or_above("tool_rate_easy_max"),
+        _bound("tool_rate_easy_max", operator.ge),
         "tools on nearly every easy item: use the necessity-aware reward (rl.reward=naar) or the "
         "blog reward's easy-item penalty (rl.blog.gamma)",
     ),
@@ -150,7 +137,7 @@ RULES = (
         "health/zero_variance_groups",
         True,
         ">",
-        _above("zero_variance_max"),
+        _bound("zero_variance_max", operator.gt),
         "almost no group has a reward difference: raise rollout.group_size, enable HGCE for "
         "all-wrong groups, or train on items of the policy's level",
     ),
@@ -159,7 +146,7 @@ RULES = (
         "health/entropy",
         True,
         "<",
-        _below("entropy_min"),
+        _bound("entropy_min", operator.lt),
         "the policy stopped exploring: lower train.lr, use clip-higher (rl.loss.clip_eps_high) "
         "or raise agent.temperature",
     ),
@@ -177,7 +164,7 @@ RULES = (
         "health/dropped_share",
         False,
         ">",
-        _above("dropped_max"),
+        _bound("dropped_max", operator.gt),
         "trajectories are not what the engine sampled (health/dropped/<reason>): check the "
         "engine's and trainer's processors, templates and the image store",
     ),
