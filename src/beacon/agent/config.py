@@ -38,7 +38,7 @@ class AgentConfig(BaseModel):
     )
     max_new_tokens_per_turn: int = Field(1024, ge=1, description="new tokens per generation turn")
     max_total_new_tokens: int = Field(
-        4096, ge=1, description="generated tokens per episode, all turns (max_tokens)"
+        4096, ge=1, description="new tokens per episode, all turns: generated ones (max_tokens)"
     )
     max_context_tokens: int | None = Field(
         None,
