@@ -98,11 +98,10 @@ def _masked_scores(
         )
     )
     flat = flat_rewards(part_rewards)
-    part_adv = group_advantages(flat.rewards, flat.group_ids, config.advantage_eps).tolist()
+    part_adv = iter(group_advantages(flat.rewards, flat.group_ids, config.advantage_eps).tolist())
     advantages, keep = [], []
     for g, group in enumerate(groups):
-        taken = dict(zip(complete[g], part_adv[: len(complete[g])], strict=True))
-        part_adv = part_adv[len(complete[g]) :]
+        taken = {i: next(part_adv) for i in complete[g]}  # laid out group after group
         kept = verdict.keep[g]
         keep += [kept and i in taken for i in range(group.size)]
         advantages += [taken.get(i, 0.0) if kept else 0.0 for i in range(group.size)]
