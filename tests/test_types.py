@@ -1,6 +1,6 @@
 """Trajectories survive one JSON line intact, and their derived counts are right."""
 
-from beacon.types import EvidenceState, Segment, ToolCall, Trajectory
+from beacon.types import EngineView, EvidenceState, ImageCrop, Segment, ToolCall, Trajectory
 
 
 def make_trajectory() -> Trajectory:
@@ -19,11 +19,26 @@ def make_trajectory() -> Trajectory:
                 logprobs=[-1.0, -2.0, -3.0],
             ),
             Segment(role="observation", text="<so>1</so>", token_ids=[9], images=["k1"]),
-            Segment(role="generated", text="<answer>1</answer>", token_ids=[10], logprobs=[0.0]),
+            Segment(
+                role="generated",
+                text="<answer>1</answer>",
+                token_ids=[10],
+                logprobs=[0.0],
+                engine=EngineView.of(list(range(1, 11)), images=2),
+            ),
         ],
         final_answer="1",
         finish_reason="answer",
-        tool_calls=[ToolCall(code="x", executed=True, ok=True, stdout="1", images=["k1"])],
+        tool_calls=[
+            ToolCall(
+                code="x",
+                executed=True,
+                ok=True,
+                stdout="1",
+                images=["k1"],
+                image_crops=[ImageCrop(0, (1, 2, 3, 4))],
+            )
+        ],
         evidence=[EvidenceState(3, 9, 2, 1, 3)],
         original_prompt=Segment(role="prompt", text="Q", token_ids=[1, 3]),
         hint="look left",

@@ -14,6 +14,8 @@ training code to refuse them.
 from __future__ import annotations
 
 import json
+import zlib
+from array import array
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -31,11 +33,18 @@ FinishReason = Literal[
     "max_turns",
     "max_tool_calls",
     "max_tokens",  # per-turn or total new-token budget spent
-    "context_length",
+    "context_length",  # the episode's token budget (prompt, generated and observations) spent
+    "max_images",  # the episode's image budget spent
     "engine_error",
     "sandbox_error",
     "input_error",  # the sample itself was unusable (e.g. an image that cannot be decoded)
 ]
+
+TRUNCATED: frozenset[str] = frozenset(
+    {"max_turns", "max_tool_calls", "max_tokens", "context_length", "max_images"}
+)
+"""Finish reasons of an episode cut off by a budget before it could answer: over-turn masking
+(Mini-o3) leaves such episodes out of the loss instead of scoring them as wrong."""
 
 AnswerType = Literal["choice", "number", "yesno", "text", "math", "list"]
 
@@ -65,6 +74,31 @@ class Sample:
         return None if value is None else str(value)
 
 
+def ids_fingerprint(token_ids: list[int]) -> int:
+    """CRC-32 of a token id sequence: what an engine saw, recorded cheaply enough to check every
+    trajectory against before it is trained on."""
+    return zlib.crc32(array("q", token_ids).tobytes())
+
+
+@dataclass
+class EngineView:
+    """What the engine had when it finished one generation: the context it was given plus what
+    it generated (`tokens` ids with CRC-32 `fingerprint`), and `images` in that context.
+
+    Recorded on the last generated segment of each engine call from the ids the engine reports
+    (`GenerationResult.prompt_ids`), so a trainer can check that the ids it encodes are the ids
+    the policy was sampled on (`beacon.train.core.consistency`).
+    """
+
+    tokens: int
+    images: int
+    fingerprint: int
+
+    @classmethod
+    def of(cls, token_ids: list[int], images: int) -> EngineView:
+        return cls(len(token_ids), images, ids_fingerprint(token_ids))
+
+
 @dataclass
 class Segment:
     """A contiguous run of tokens with one role.
@@ -74,6 +108,8 @@ class Segment:
     under the policy that produced it; None for prompt/observation segments or when the engine
     gave none. `images` holds ImageStore keys of the images this segment introduces, in order.
     `kind` marks generated text ("text") vs code ("code") for per-segment sampling and metrics.
+    `engine` is what the engine saw up to the end of this segment (`EngineView`), on the last
+    segment of each engine call when the engine reported its context ids; None otherwise.
     """
 
     role: SegmentRole
@@ -83,8 +119,11 @@ class Segment:
     logprobs: list[float] | None = None
     images: list[str] = field(default_factory=list)
     kind: str = "text"
+    engine: EngineView | None = None
 
     def __post_init__(self) -> None:
+        if isinstance(self.engine, dict):
+            self.engine = EngineView(**self.engine)
         if not self.loss_mask and self.token_ids:
             self.loss_mask = [1 if self.role == "generated" else 0] * len(self.token_ids)
 
@@ -105,6 +144,19 @@ class EvidenceState:
 
 
 @dataclass
+class ImageCrop:
+    """Where a tool-produced image came from: `box` (x0, y0, x1, y1) in the pixel frame of the
+    sample's input image `frame` (0 = the first). A zoomed crop keeps its box in that frame, so a
+    coordinate read off the returned image maps back to the original."""
+
+    frame: int
+    box: tuple[int, int, int, int]
+
+    def __post_init__(self) -> None:
+        self.box = tuple(int(v) for v in self.box)  # JSON gives a list back
+
+
+@dataclass
 class ToolCall:
     """One executed (or, in notool mode, attempted) tool call, with all the sandbox reported.
 
@@ -113,6 +165,8 @@ class ToolCall:
     nothing ran), and `repairs` says what repair changed. Training data must record what was
     executed, not only what was written. `notes` are the sandbox's remarks that are not failures
     (images dropped over the cap, carried variables lost); the observation shows them.
+    `image_crops[i]` is where returned image i was cropped from (`ImageCrop`), None where the
+    sandbox could not tell (drawn, made with OpenCV, or read from a file it did not save).
     """
 
     code: str
@@ -126,6 +180,10 @@ class ToolCall:
     executed_code: str | None = None
     repairs: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    image_crops: list[ImageCrop | None] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.image_crops = [ImageCrop(**c) if isinstance(c, dict) else c for c in self.image_crops]
 
 
 @dataclass
@@ -173,6 +231,11 @@ class Trajectory:
     def used_tool(self) -> bool:
         """True when at least one tool call was executed (attempts in notool mode don't count)."""
         return any(c.executed for c in self.tool_calls)
+
+    @property
+    def truncated(self) -> bool:
+        """True when a budget cut the episode off before it could answer (`TRUNCATED`)."""
+        return self.finish_reason in TRUNCATED
 
     @property
     def num_tool_calls(self) -> int:

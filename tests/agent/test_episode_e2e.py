@@ -3,6 +3,7 @@ into the model's next turn, in both formats and all three modes."""
 
 from __future__ import annotations
 
+import copy
 from dataclasses import replace
 from pathlib import Path
 
@@ -13,8 +14,9 @@ from beacon.agent.config import AgentConfig
 from beacon.agent.episode import EpisodeSpec
 from beacon.agent.loop import AgentLoop
 from beacon.engines.hf import HFEngine
+from beacon.rollout import check_trajectory
 from beacon.sandbox import Sandbox
-from beacon.types import Sample, Trajectory
+from beacon.types import ImageCrop, Sample, Trajectory
 
 CODE = "print(image.size)\nimage.crop((0, 0, 40, 30)).show()"
 THYME_TURNS = (
@@ -251,3 +253,34 @@ def test_seeded_episodes_sample_the_same_tokens_at_any_concurrency(engine: HFEng
             runs.append([t.token_ids for t in loop.run(specs, max_active=concurrency)])
     assert runs[0] == runs[1]
     assert len({tuple(ids) for ids in runs[0]}) == len(specs)
+
+
+def test_episodes_pass_the_trainers_check_locally_and_served(
+    engine: HFEngine, sandbox: Sandbox, sample: Sample, turn_script: type
+) -> None:
+    """Every engine call's view is recorded, the crop knows its box, and the trajectory is what
+    the engine saw, also when `beacon serve` rendered the context itself; an altered copy is
+    not."""
+    from beacon.engines.openai import OpenAIEngine
+    from beacon.engines.serve import serving
+
+    script(engine, turn_script, THYME_TURNS, "</sandbox_output>")
+    config = AgentConfig(max_new_tokens_per_turn=200)
+    with AgentLoop(engine, sandbox, config) as loop:
+        (local,) = loop.run([EpisodeSpec(sample, mode="tool")])
+    with serving(engine) as base_url:
+        client = OpenAIEngine(base_url=base_url, model="beacon", tokenizer=engine.tokenizer)
+        with AgentLoop(client, sandbox, config) as loop:
+            (served,) = loop.run([EpisodeSpec(sample, mode="tool")])
+    pad = engine.tokenizer.image_token_id
+    for traj in (local, served):
+        views = [s.engine for s in traj.segments if s.engine is not None]
+        assert [v.images for v in views] == [1, 2] and views[-1].tokens == len(traj.token_ids)
+        assert traj.tool_calls[0].image_crops == [ImageCrop(0, (0, 0, 40, 30))]
+        counts = [engine.tokenizer.image_token_count(sample.images[0])]
+        counts.append(engine.tokenizer.image_token_count(Image.new("RGB", (40, 30))))
+        tokens = dict(zip([k for s in traj.segments for k in s.images], counts, strict=True))
+        assert check_trajectory(traj, pad, tokens.__getitem__) is None
+    altered = copy.deepcopy(local)
+    altered.segments[3].token_ids[1] += 1
+    assert check_trajectory(altered, pad).reason == "token_ids"

@@ -82,3 +82,26 @@ def test_clamping_follows_the_repair_config(repair: RepairConfig | None, size: s
         result = session.run("print(image.crop((5, 5, 6, 5)).size)")
     assert result.ok, result.error
     assert result.stdout == f"{size}\n"
+
+
+def test_returned_images_carry_the_box_they_were_cropped_from(sandbox: Sandbox):
+    """In the input image's pixels, through a zoom and a crop of the zoom, a saved file read
+    back, a clamped box and a second input; images made otherwise have none."""
+    code = (
+        "zoom = image.crop((8, 4, 40, 36)).resize((64, 64))\n"
+        "zoom.crop((32, 0, 64, 32)).show()\n"
+        "path = '/mnt/data/temp_processed_images/a.png'\n"
+        "Image.open(image_paths[1]).crop((1, 2, 5, 6)).save(path)\n"
+        "print(path)\n"
+        "image.crop((-10, 0, 10, 10)).show()\n"
+        "Image.fromarray(np.zeros((4, 4, 3), dtype=np.uint8)).show()"
+    )
+    with sandbox.session(images=[make_image(), make_image()]) as session:
+        result = session.run(code)
+    assert result.ok, result.error
+    assert [None if c is None else (c.frame, c.box) for c in result.image_crops] == [
+        (0, (24, 4, 40, 20)),  # the zoom's right half of the top: x 8 + 32/2 .. 8 + 64/2
+        (0, (0, 0, 10, 10)),  # clamped, as the note says
+        None,  # made from an array: no frame
+        (1, (1, 2, 5, 6)),  # saved and printed (files come after shown images)
+    ]

@@ -27,7 +27,8 @@ sys.path.insert(0, sys.argv[1])
 import matplotlib.pyplot as plt
 from PIL import Image
 import episode, wire
-pristine = (Image.Image.show, plt.show, Image.Image.crop)
+pristine = (Image.Image.show, plt.show, Image.Image.crop, Image.Image.resize, Image.Image.save,
+            Image.open)
 fds = sorted(os.listdir("/proc/self/fd"))
 parts = episode.rehearse(sys.argv[2])
 frame = wire.decode_frame(b"".join(parts), wire.FrameLimits(1 << 16, 4, 1 << 16))
@@ -35,7 +36,8 @@ meta = frame.header
 print(json.dumps({
     "stdout": meta["stdout"], "error": meta["error"], "notes": meta["notes"],
     "images": meta["images"], "pixels": [len(b) for b in frame.blobs],
-    "restored": (Image.Image.show, plt.show, Image.Image.crop) == pristine,
+    "restored": (Image.Image.show, plt.show, Image.Image.crop, Image.Image.resize,
+                 Image.Image.save, Image.open) == pristine,
     "cwd": os.getcwd(),
     "fds_kept": sorted(os.listdir("/proc/self/fd")) == fds,
 }))
@@ -43,7 +45,8 @@ print(json.dumps({
 
 
 def test_rehearsal_runs_a_call_in_miniature_and_undoes_its_patches(tmp_path: Path) -> None:
-    """In a process of its own: the rehearsal patches Image.show, plt.show and Image.crop."""
+    """In a process of its own: the rehearsal patches Image.show, plt.show, Image.crop (and
+    the crop tracking's resize, save and open), and undoes them."""
     folder = os.path.dirname(beacon.sandbox.__file__)
     (tmp_path / "scratch").mkdir()
     out = subprocess.run(
@@ -57,8 +60,10 @@ def test_rehearsal_runs_a_call_in_miniature_and_undoes_its_patches(tmp_path: Pat
     assert got["stdout"].startswith(str(tmp_path / "scratch" / "rehearsal-"))
     assert got["stdout"].endswith("/rehearsal.png (1, 1)\n")
     assert got["error"] is None and got["notes"] == []
-    # its image went to a file in its folder (removed with it), as a real call's would
-    assert got["images"] == [{"mode": "RGB", "width": 1, "height": 1, "file": True}]
+    # its image went to a file in its folder (removed with it), as a real call's would, with
+    # the box it was cropped from
+    crop = [0, 0, 0, 2, 2]  # input image 0, (x0, y0, x1, y1)
+    assert got["images"] == [{"mode": "RGB", "width": 1, "height": 1, "crop": crop, "file": True}]
     assert got["pixels"] == []
     assert got["restored"] and got["fds_kept"]
     assert got["cwd"] == str(tmp_path)

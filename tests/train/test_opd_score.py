@@ -50,8 +50,11 @@ def test_hidden_state_scoring_equals_full_logits(rollout) -> None:
     torch.testing.assert_close(scores.topk_logprobs, reference.topk_logprobs)
     torch.testing.assert_close(scores.sampled_logprob, reference.sampled_logprob)
     with torch.no_grad():
-        z = scorer.support_logits(encoded, scores.topk_ids, chunk_size=4)
-    torch.testing.assert_close(z, logits.gather(-1, scores.topk_ids))
+        student = scorer.student_scores(encoded, scores.topk_ids, chunk_size=4)
+    torch.testing.assert_close(student.support_logits, logits.gather(-1, scores.topk_ids))
+    full = torch.log_softmax(logits, -1)  # the health numbers, from the same hidden states
+    torch.testing.assert_close(student.sampled_logprob, full.gather(-1, ids[:, None])[:, 0])
+    torch.testing.assert_close(student.entropy, -(full.exp() * full).sum(-1))
 
 
 def test_conditioned_sequence_inserts_support_and_keeps_completion(rollout) -> None:

@@ -37,7 +37,22 @@ class AgentConfig(BaseModel):
         4, ge=0, description="executed tool calls per episode; one more ends it (max_tool_calls)"
     )
     max_new_tokens_per_turn: int = Field(1024, ge=1, description="new tokens per generation turn")
-    max_total_new_tokens: int = Field(4096, ge=1, description="new tokens per episode, all turns")
+    max_total_new_tokens: int = Field(
+        4096, ge=1, description="new tokens per episode, all turns: generated ones (max_tokens)"
+    )
+    max_context_tokens: int | None = Field(
+        None,
+        ge=1,
+        description="tokens of the whole episode: prompt, generated and observation tokens, "
+        "images' tokens included; the episode ends when it is spent (context_length); null: no "
+        "limit",
+    )
+    max_images: int | None = Field(
+        None,
+        ge=1,
+        description="images in an episode's context, the input images included; a tool call "
+        "whose images would pass it ends the episode unread (max_images); null: no limit",
+    )
     temperature: float = Field(0.0, ge=0, description="sampling temperature of text; 0 is greedy")
     top_p: float = Field(1.0, gt=0, le=1, description="nucleus sampling")
     top_k: int = Field(0, ge=0, description="top-k sampling; 0 disables it")

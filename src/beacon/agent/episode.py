@@ -37,7 +37,15 @@ from beacon.engines.base import (
     SamplingParams,
 )
 from beacon.images import ImageStore, image_key
-from beacon.types import EvidenceState, FinishReason, Sample, Segment, ToolCall, Trajectory
+from beacon.types import (
+    EngineView,
+    EvidenceState,
+    FinishReason,
+    Sample,
+    Segment,
+    ToolCall,
+    Trajectory,
+)
 
 Mode = Literal["tool", "notool", "hinted", "gated"]  # gated: p_tool picks tool or notool
 _SEED_STRIDE = 1_000_003  # request n of an episode seeded `seed * stride + n` (mod 2**31)
@@ -157,6 +165,8 @@ class EpisodeState:
         """
         cfg, fmt = self.config, self.fmt
         remaining = cfg.max_total_new_tokens - self.new_tokens
+        if cfg.max_context_tokens is not None:  # remote engines: ids lag one observation
+            remaining = min(remaining, cfg.max_context_tokens - len(self.ids))
         temperature = cfg.temperature
         if self.in_code and self.spec.tools:
             stop = [fmt.call_close]
@@ -176,6 +186,7 @@ class EpisodeState:
             max_new_tokens=max(1, min(cfg.max_new_tokens_per_turn - self.turn_tokens, remaining)),
             stop=stop,
             seed=self._request_seed(),
+            logprobs=True,  # the sampler's own log-probs: trainers check them against theirs
         )
         self.requests += 1
         continuing = self.messages[-1]["role"] == "assistant"
@@ -213,6 +224,7 @@ class EpisodeState:
         self._append_generated(result)
         self.generated += result.text
         self._route(result)
+        self._check_context()
 
     def _route(self, result: GenerationResult) -> None:
         """After a generation: continue a call, answer, queue a tool call, or stop."""
@@ -250,6 +262,17 @@ class EpisodeState:
         else:
             self._finish("stop")
 
+    def _check_context(self) -> None:
+        """End the episode once its tokens, all roles counted, reach `max_context_tokens` (a
+        turn that its token cap cut at that budget ended on the context, not on max_tokens)."""
+        budget = self.config.max_context_tokens
+        if budget is None or len(self.ids) < budget:
+            return
+        if not self.done:
+            self._finish("context_length")
+        elif self.trajectory.finish_reason == "max_tokens":
+            self.trajectory.finish_reason = "context_length"
+
     def _append_generated(self, result: GenerationResult) -> None:
         # Without a tokenizer the episode is text-only (module docstring): ids a server sent
         # cannot be split or re-encoded consistently, so they are not kept.
@@ -277,6 +300,9 @@ class EpisodeState:
                     kind=piece_kind,
                 )
             )
+        if result.prompt_ids is not None and ids:  # what the engine saw, for the trainers
+            view = EngineView.of([*result.prompt_ids, *ids], len(self.images))
+            self.trajectory.segments[-1].engine = view
         self.ids.extend(ids)
         self._append_assistant_text(result.text)
 
@@ -321,10 +347,15 @@ class EpisodeState:
         as an observation segment."""
         self.pending_call = None
         self.trajectory.tool_calls.append(call)
+        budget = self.config.max_images
+        if budget is not None and len(self.images) + len(images) > budget:
+            self._finish("max_images")  # the model would read it with too many images
+            return
         self.images.extend(images)
         self._append_observation_message(call, images)
         available = len(self.images)
         self._record(lambda: self._record_observation(call, list(images), available))
+        self._check_context()  # deferred records: checked at the next absorb instead
 
     def _record_observation(
         self, call: ToolCall, images: list[Image.Image], images_available: int

@@ -343,6 +343,7 @@ class AgentLoop:
             executed_code=result.code or parsed.code,
             repairs=list(result.repairs),
             notes=list(result.notes),
+            image_crops=list(result.image_crops or [None] * len(result.images)),
         )
         state.observe(call, list(result.images))
 

@@ -1,4 +1,4 @@
-"""`beacon eval` and `beacon report`."""
+"""`beacon eval` and `beacon report` (eval runs here; training runs in `beacon.train.report`)."""
 
 from __future__ import annotations
 
@@ -145,19 +145,40 @@ def _headline(overall: dict) -> dict:
 
 
 def report_command(
-    runs: list[Path] = typer.Argument(..., help="Run folders (from beacon eval) to compare."),
+    runs: list[Path] = typer.Argument(
+        ...,
+        help="Run folders to compare: eval runs (beacon eval), or training runs (beacon train).",
+    ),
     out: Path = typer.Option(
         None, help="Report folder; required to compare several runs (default: the one run)."
     ),
 ) -> None:
-    """Write report.md, report.json and plots/ for one eval run, or comparing several."""
+    """Write report.md, report.json and plots/ for one run, or comparing several: eval runs
+    (accuracy, tool effect, MA) or training runs (learning curves, health alarms)."""
     from beacon.benchmarks import get_benchmark, list_benchmarks
     from beacon.errors import UserError
     from beacon.eval.report import write_report
+    from beacon.train.report import is_train_run, write_train_report
 
+    _check_report_out(runs, out)
+    if all(is_train_run(run) for run in runs):
+        typer.echo(f"report: {write_train_report(runs, out or runs[0])}")
+        return
     for run in runs:
         if not (run / "samples.jsonl").exists():
-            raise UserError(f"{run} has no samples.jsonl; is it a beacon eval folder?")
+            raise UserError(
+                f"{run} has no samples.jsonl (a beacon eval folder) nor metrics.jsonl (a beacon "
+                "train folder); give run folders of one kind"
+            )
+    aggregators = {name: get_benchmark(name).aggregate for name in list_benchmarks()}
+    path = write_report(runs, out or runs[0], aggregators=aggregators)
+    typer.echo(f"report: {path}")
+
+
+def _check_report_out(runs: list[Path], out: Path | None) -> None:
+    """Several runs get a report folder of their own, outside every run."""
+    from beacon.errors import UserError
+
     if out is None and len(runs) > 1:
         raise UserError(
             f"comparing {len(runs)} runs writes a report of its own, not inside a run; "
@@ -170,6 +191,3 @@ def report_command(
                 f"--out {out} is inside run {inside[0]}, whose own report it would overwrite; "
                 "choose a folder outside the runs, e.g. --out runs/compare"
             )
-    aggregators = {name: get_benchmark(name).aggregate for name in list_benchmarks()}
-    path = write_report(runs, out or runs[0], aggregators=aggregators)
-    typer.echo(f"report: {path}")

@@ -64,7 +64,8 @@ def _grouped_bars(ax, groups, series) -> None:
     ax.grid(axis="y", alpha=0.3)
 
 
-def _save(fig: Figure, path: Path) -> Path:
+def save_figure(fig: Figure, path: Path) -> Path:
+    """Lay out and write `fig` as PNG at the reports' resolution (also `beacon.train.report`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     FigureCanvasAgg(fig)
     fig.tight_layout()
@@ -72,7 +73,8 @@ def _save(fig: Figure, path: Path) -> Path:
     return path
 
 
-def _colors(n: int) -> list:
+def run_colors(n: int) -> list:
+    """One colour per run, in the order every report figure uses."""
     return [f"C{i % 10}" for i in range(n)]
 
 
@@ -90,7 +92,7 @@ def plot_accuracy_by_mode(runs: Sequence[RunSummary], path: Path) -> Path:
     groups = [*benchmark_names(runs), OVERALL]
     modes = [m for m in MODE_MARKERS if any(m in s["overall"]["modes"] for _, s in runs)]
     series = []
-    for color, (label, summary) in zip(_colors(len(runs)), runs, strict=True):
+    for color, (label, summary) in zip(run_colors(len(runs)), runs, strict=True):
         for mode in modes:
             (values, lows, highs), *_ = _series(
                 [(label, summary)], groups, ("modes", mode, "accuracy")
@@ -109,7 +111,7 @@ def plot_accuracy_by_mode(runs: Sequence[RunSummary], path: Path) -> Path:
     ax.set_ylim(0, 105)  # a percentage axis, also when every value is 0
     ax.set_title("Accuracy by mode")
     ax.legend(fontsize=7, ncol=2)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_gain_harm(runs: Sequence[RunSummary], path: Path) -> Path:
@@ -122,7 +124,7 @@ def plot_gain_harm(runs: Sequence[RunSummary], path: Path) -> Path:
     gains = _series(runs, groups, ("adaptivity", "gain"))
     harms = _series(runs, groups, ("adaptivity", "harm"))
     deltas = _series(runs, groups, ("adaptivity", "delta_te"))
-    for i, (color, (label, _)) in enumerate(zip(_colors(len(runs)), runs, strict=True)):
+    for i, (color, (label, _)) in enumerate(zip(run_colors(len(runs)), runs, strict=True)):
         pos = x + (i - (len(runs) - 1) / 2) * width
         ax.bar(pos, np.nan_to_num(gains[i][0]), width, color=color, label=f"{label} gain")
         ax.bar(
@@ -141,7 +143,7 @@ def plot_gain_harm(runs: Sequence[RunSummary], path: Path) -> Path:
     ax.set_title("Gain vs harm of tool use")
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=7, ncol=2)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_tool_rate(runs: Sequence[RunSummary], path: Path) -> Path:
@@ -152,7 +154,7 @@ def plot_tool_rate(runs: Sequence[RunSummary], path: Path) -> Path:
     rates = _series(runs, groups, ("modes", "tool", "tool_rate"))
     series = [
         (label, *rate, {"color": color})
-        for color, (label, _), rate in zip(_colors(len(runs)), runs, rates, strict=True)
+        for color, (label, _), rate in zip(run_colors(len(runs)), runs, rates, strict=True)
     ]
     fig = Figure(figsize=(max(6.0, 0.9 * len(groups) * len(runs)), 4.2))
     ax = fig.subplots()
@@ -185,14 +187,14 @@ def plot_tool_rate(runs: Sequence[RunSummary], path: Path) -> Path:
     ax.set_ylim(0, 105)  # a percentage axis, also when every value is 0
     ax.set_title("Tool-call rate (tool mode)")
     ax.legend(fontsize=7)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_accuracy_vs_length(runs: Sequence[RunSummary], path: Path) -> Path:
     """Accuracy vs mean response tokens, one point per run × benchmark × mode (ReVuE Fig. 5)."""
     fig = Figure(figsize=(6.4, 4.6))
     ax = fig.subplots()
-    for color, (_, summary) in zip(_colors(len(runs)), runs, strict=True):
+    for color, (_, summary) in zip(run_colors(len(runs)), runs, strict=True):
         for bench, section in summary["benchmarks"].items():
             for mode, stats in section["modes"].items():
                 accuracy, tokens = stats.get("accuracy"), stats.get("response_tokens")
@@ -210,7 +212,7 @@ def plot_accuracy_vs_length(runs: Sequence[RunSummary], path: Path) -> Path:
                 )
     handles = [
         ax.scatter([], [], color=c, marker="o", label=label)
-        for c, (label, _) in zip(_colors(len(runs)), runs, strict=True)
+        for c, (label, _) in zip(run_colors(len(runs)), runs, strict=True)
     ]
     modes = {mode for _, s in runs for b in s["benchmarks"].values() for mode in b["modes"]}
     handles += [
@@ -223,7 +225,7 @@ def plot_accuracy_vs_length(runs: Sequence[RunSummary], path: Path) -> Path:
     ax.set_ylabel("accuracy (%)")
     ax.set_title("Accuracy vs response length")
     ax.grid(alpha=0.3)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 PLOTS = {

@@ -187,7 +187,8 @@ def format_metric(value: float, low: float, high: float, kind: str) -> str:
     return text
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """A markdown table's lines (also `beacon.train.report`'s)."""
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     return lines + ["| " + " | ".join(row) + " |" for row in rows]
 
@@ -202,7 +203,7 @@ def _tool_effect_table(runs: list[RunReport], group: str) -> list[str]:
             format_metric(*metric_at(section, path), kind) for _, path, kind in TOOL_EFFECT_COLUMNS
         ]
         rows.append([run.label, str(section["n_paired"]), *cells])
-    return _table(["Run", "Items", *(c[0] for c in TOOL_EFFECT_COLUMNS)], rows)
+    return markdown_table(["Run", "Items", *(c[0] for c in TOOL_EFFECT_COLUMNS)], rows)
 
 
 def _behaviour_table(runs: list[RunReport], group: str) -> list[str]:
@@ -215,7 +216,7 @@ def _behaviour_table(runs: list[RunReport], group: str) -> list[str]:
                 for _, key, kind in BEHAVIOUR_COLUMNS
             ]
             rows.append([run.label, mode, *cells])
-    return _table(["Run", "Mode", *(c[0] for c in BEHAVIOUR_COLUMNS)], rows)
+    return markdown_table(["Run", "Mode", *(c[0] for c in BEHAVIOUR_COLUMNS)], rows)
 
 
 def _gate_table(runs: list[RunReport], group: str) -> list[str]:
@@ -238,7 +239,7 @@ def _gate_table(runs: list[RunReport], group: str) -> list[str]:
     if not rows:
         return []
     header = ["Run", "Mode", "Threshold", *(c[0] for c in GATE_COLUMNS), "→ tool", "→ notool"]
-    return ["**Inference gate**", "", *_table(header, rows), ""]
+    return ["**Inference gate**", "", *markdown_table(header, rows), ""]
 
 
 def _split_table(runs: list[RunReport], bench: str, split: str, title: str) -> list[str]:
@@ -256,7 +257,7 @@ def _split_table(runs: list[RunReport], bench: str, split: str, title: str) -> l
     return [
         f"**By {title.lower()}** (point estimates; CIs in report.json)",
         "",
-        *_table(header, rows),
+        *markdown_table(header, rows),
         "",
     ]
 
@@ -273,7 +274,12 @@ def _aggregates_table(runs: list[RunReport], bench: str) -> list[str]:
         [label, mode, *(_format_plain(values.get(n)) for n in names)]
         for label, mode, values in rows
     ]
-    return ["**Benchmark-specific metrics**", "", *_table(["Run", "Mode", *names], table), ""]
+    return [
+        "**Benchmark-specific metrics**",
+        "",
+        *markdown_table(["Run", "Mode", *names], table),
+        "",
+    ]
 
 
 def _format_plain(value) -> str:
@@ -303,7 +309,7 @@ def _runs_table(runs: list[RunReport]) -> list[str]:
             ]
         )
     header = ["Run", "Folder", "Model", "Benchmarks", "Modes", "Items", "Samples", "Unpaired"]
-    return _table(header, rows)
+    return markdown_table(header, rows)
 
 
 INTRO = """\

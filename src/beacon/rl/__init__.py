@@ -8,6 +8,8 @@
 - loss: `grpo_loss` (clipped, token-level, optional k3 KL, sequence- or token-mean);
 - hgce / hints / sequences: HGCE's trigger, `hint_leaks`, and the prompt swap with aligned old
   log-probs;
+- health: the numbers behind the trainers' health alarms (log-prob gap, entropy, tool rates,
+  zero-variance groups);
 - stats: one step's metrics; scoring: `score_groups` runs rewards -> filter -> advantages ->
   stats for one step; difficulty: the blog's labels and pitfall warnings.
 
@@ -19,6 +21,7 @@ from beacon.rl.config import BlogConfig, FilterConfig, HGCEConfig, LossConfig, N
 from beacon.rl.difficulty import (
     answer_confidence,
     difficulty_warnings,
+    item_label,
     label_from_confidence,
     label_from_passes,
     tool_needed,
@@ -27,6 +30,13 @@ from beacon.rl.difficulty import (
 from beacon.rl.filtering import DROP_REASONS, GroupFilter, drop_reason, filter_groups
 from beacon.rl.format import FormatCheck, format_check, format_reward
 from beacon.rl.groups import Difficulty, GroupOutcomes
+from beacon.rl.health import (
+    TokenHealth,
+    chunked_logprob_entropy,
+    entropy_sum,
+    group_health,
+    logprob_gap_sum,
+)
 from beacon.rl.hgce import HintCheck, check_hint, needs_hint, rescued
 from beacon.rl.hints import hint_leaks, leak_reasons
 from beacon.rl.loss import GRPOLossOutput, aggregate, grpo_loss, importance_ratio, k3_kl
@@ -67,28 +77,34 @@ __all__ = [
     "NAARConfig",
     "RLConfig",
     "StepStats",
+    "TokenHealth",
     "TrainingSequence",
     "aggregate",
     "align_old_logprobs",
     "answer_confidence",
     "blog_reward",
     "check_hint",
+    "chunked_logprob_entropy",
     "difficulty_warnings",
     "drop_reason",
+    "entropy_sum",
     "filter_groups",
     "flat_rewards",
     "format_check",
     "format_reward",
     "get_reward",
     "group_advantages",
+    "group_health",
     "group_outcomes",
     "grpo_loss",
     "hint_leaks",
     "importance_ratio",
+    "item_label",
     "k3_kl",
     "label_from_confidence",
     "label_from_passes",
     "leak_reasons",
+    "logprob_gap_sum",
     "naar_adaptive",
     "naar_rewards",
     "needs_hint",

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 Aggregation = Literal["sequence_mean", "token_mean"]
 FilterRule = Literal["adaptive", "strict", "off"]
+Truncated = Literal["wrong", "mask"]
 
 
 class _Strict(BaseModel):
@@ -84,6 +85,13 @@ class RLConfig(_Strict):
     )
     loss: LossConfig = Field(default_factory=LossConfig, description="Clipped GRPO objective.")
     hgce: HGCEConfig = Field(default_factory=HGCEConfig, description="Hint-guided expansion.")
+    truncated: Truncated = Field(
+        "wrong",
+        description="A response a budget cut off before it answered (max_turns, max_tool_calls, "
+        "max_tokens, context_length, max_images): 'wrong' scores it as a wrong answer (the "
+        "paper); 'mask' leaves it out of its group's rewards, advantages and loss (Mini-o3's "
+        "over-turn masking), so long explorations are not punished for the budget.",
+    )
 
     @model_validator(mode="after")
     def _known_reward(self) -> RLConfig:

@@ -16,7 +16,8 @@ tools altogether ("tool phobia", P[tool | hard] collapses).
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from torch import Tensor
 
@@ -27,6 +28,13 @@ logger = logging.getLogger(__name__)
 CONFIDENCE_THRESHOLD = 0.85  # seed 001: confidence > 0.85 -> easy
 MIN_HARD_SHARE = 0.2  # seed 001: below 20% hard items the tool skills are not reinforced
 RECOMMENDED_HARD_SHARE = 0.3
+
+
+def item_label(metadata: Mapping[str, Any]) -> Difficulty | None:
+    """The label an item carries in `metadata["difficulty"]` (synth's, the data pipeline's), or
+    None when it has none: what the run "labels easy" for rewards and health metrics."""
+    label = metadata.get("difficulty")
+    return label if label in ("easy", "hard") else None
 
 
 def label_from_passes(passes: int, attempts: int, easy_threshold: float = 0.5) -> Difficulty:

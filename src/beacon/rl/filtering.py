@@ -11,6 +11,7 @@ Under every rule a group whose total rewards are all equal is dropped too ("no_r
 its advantages are all zero, so it would only cost compute (e.g. "binary" with all correct).
 
 Drop reasons, checked in this order (the first that applies is counted):
+  all_truncated        every response cut off by a budget   (rl.truncated: mask, `score_groups`)
   all_wrong            every response wrong                           (adaptive, strict)
   all_correct_one_mode every response correct, all in one mode        (adaptive, strict)
   all_correct          every response correct, both modes             (strict only)
@@ -28,6 +29,7 @@ from beacon.rl.config import FilterRule
 from beacon.rl.groups import GroupOutcomes
 
 DROP_REASONS = (
+    "all_truncated",
     "all_wrong",
     "all_correct_one_mode",
     "all_correct",

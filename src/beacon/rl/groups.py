@@ -24,6 +24,8 @@ class GroupOutcomes:
     `label` is the item's difficulty label (blog reward only); `hinted` marks an HGCE group
     sampled with a hint.
     `response_tokens[i]` is response i's generated-token count (statistics only; may be empty).
+    `truncated[i]`: a budget cut response i off before it answered (over-turn masking; may be
+    empty: none was).
     """
 
     correct: tuple[bool, ...]
@@ -32,11 +34,14 @@ class GroupOutcomes:
     label: Difficulty | None = None
     hinted: bool = False
     response_tokens: tuple[int, ...] = field(default=())
+    truncated: tuple[bool, ...] = field(default=())
 
     def __post_init__(self) -> None:
         sizes = {len(self.correct), len(self.used_tool), len(self.format_ok)}
         if self.response_tokens:
             sizes.add(len(self.response_tokens))
+        if self.truncated:
+            sizes.add(len(self.truncated))
         if len(sizes) != 1:
             raise ValueError(
                 f"a group needs one correct / used_tool / format_ok flag per response, got "
@@ -62,6 +67,8 @@ class GroupOutcomes:
         flags = [True] * len(correct) if format_ok is None else format_ok
         if "response_tokens" in kwargs:
             kwargs["response_tokens"] = tuple(int(n) for n in kwargs["response_tokens"])
+        if "truncated" in kwargs:
+            kwargs["truncated"] = tuple(bool(t) for t in kwargs["truncated"])
         return cls(
             correct=tuple(bool(c) for c in correct),
             used_tool=tuple(bool(u) for u in used_tool),
@@ -72,6 +79,27 @@ class GroupOutcomes:
     @property
     def size(self) -> int:
         return len(self.correct)
+
+    @property
+    def complete(self) -> list[int]:
+        """Indices of the responses no budget cut off."""
+        return [i for i in range(self.size) if not (self.truncated and self.truncated[i])]
+
+    def select(self, indices: Sequence[int]) -> GroupOutcomes:
+        """The group of only the responses at `indices` (in that order)."""
+
+        def pick(values: tuple) -> tuple:
+            return tuple(values[i] for i in indices) if values else ()
+
+        return GroupOutcomes(
+            correct=pick(self.correct),
+            used_tool=pick(self.used_tool),
+            format_ok=pick(self.format_ok),
+            label=self.label,
+            hinted=self.hinted,
+            response_tokens=pick(self.response_tokens),
+            truncated=pick(self.truncated),
+        )
 
     @property
     def text_only_correct(self) -> bool:

@@ -46,6 +46,7 @@ class StepStats:
     groups_hinted: int
     groups_rescued: int
     hinted_accuracy: float
+    truncated: int = 0  # responses a budget cut off before they answered
     dropped_by_reason: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, float | int]:
@@ -95,6 +96,7 @@ def step_stats(
         groups_hinted=len(hinted),
         groups_rescued=sum(verdict.keep[i] for i in hinted),
         hinted_accuracy=_mean([c for i in hinted for c in groups[i].correct]),
+        truncated=sum(sum(groups[i].truncated) for i in own),
         dropped_by_reason=count_reasons([verdict.reasons[i] for i in own]),
     )
 

@@ -10,6 +10,10 @@ An episode that failed outside the model (`FAILED_OUTSIDE_MODEL`: engine, sandbo
 item) says nothing about the policy: it is left out of its group, counted by finish reason in
 `RolloutStats.failed` and logged with its cause; a group whose every episode failed is left
 out. A step whose every episode failed raises: that is a broken engine, not a result.
+
+A trainer may pass a `check` (`beacon.rollout.checks`): a trajectory that is not what the
+engine sampled (images, ids) is left out of its group the same way, counted by reason in
+`RolloutStats.inconsistent` and logged, so it is never trained on.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from dataclasses import dataclass, field
 from beacon.agent.episode import Mode
 from beacon.agent.loop import AgentLoop
 from beacon.benchmarks.base import Benchmark
+from beacon.rollout.checks import TrajectoryCheck
 from beacon.rollout.episodes import episode_spec, failed_outside_model, score
 from beacon.types import Sample, Trajectory
 from beacon.verify import Judge, Verdict
@@ -50,18 +55,23 @@ class Group:
 @dataclass
 class RolloutStats:
     """Wall seconds of one `groups` call (episodes: generation and sandbox overlapped; the summed
-    sandbox call time inside them; scoring) and the episodes dropped, by finish reason."""
+    sandbox call time inside them; scoring), the episodes run, those dropped by finish reason
+    (`failed`) and those dropped by the trainer's check (`inconsistent`, by reason)."""
 
     episodes_s: float = 0.0
     sandbox_s: float = 0.0
     scoring_s: float = 0.0
+    episodes: int = 0
     failed: Counter[str] = field(default_factory=Counter)
+    inconsistent: Counter[str] = field(default_factory=Counter)
 
     def add(self, other: RolloutStats) -> None:
         self.episodes_s += other.episodes_s
         self.sandbox_s += other.sandbox_s
         self.scoring_s += other.scoring_s
+        self.episodes += other.episodes
         self.failed.update(other.failed)
+        self.inconsistent.update(other.inconsistent)
 
 
 class Rollouts:
@@ -75,9 +85,11 @@ class Rollouts:
         seed: int,
         concurrency: int,
         judge: Judge | None = None,
+        check: TrajectoryCheck | None = None,
     ) -> None:
         self.loop, self.bench, self.judge = loop, bench, judge
         self.group_size, self.seed, self.concurrency = group_size, seed, concurrency
+        self.check = check
 
     def groups(
         self, samples: Sequence[Sample], step: int | str, hints: Sequence[str] | None = None
@@ -108,14 +120,16 @@ class Rollouts:
             for s, t in zip(specs, trajectories, strict=True)
         ]
         stats.scoring_s = time.perf_counter() - start
+        stats.episodes = len(trajectories)
         stats.failed = _count_failures(trajectories, step)
+        usable = [not failed_outside_model(t) and self._passes(t, stats) for t in trajectories]
         out = []
         for i, sample in enumerate(samples):
             part = slice(i * self.group_size, (i + 1) * self.group_size)
             members = [
                 (t, v)
-                for t, v in zip(trajectories[part], verdicts[part], strict=True)
-                if not failed_outside_model(t)
+                for t, v, ok in zip(trajectories[part], verdicts[part], usable[part], strict=True)
+                if ok
             ]
             if members:
                 out.append(
@@ -128,6 +142,20 @@ class Rollouts:
                     )
                 )
         return out, stats
+
+    def _passes(self, traj: Trajectory, stats: RolloutStats) -> bool:
+        """True unless the trainer's check finds the trajectory inconsistent (then counted)."""
+        found = None if self.check is None else self.check(traj)
+        if found is None:
+            return True
+        stats.inconsistent[found.reason] += 1
+        logger.warning(
+            "episode of %s dropped before training (%s): %s",
+            traj.sample_id,
+            found.reason,
+            found.detail,
+        )
+        return False
 
 
 def _count_failures(trajectories: Sequence[Trajectory], step: int | str) -> Counter[str]:

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from beacon.config import raise_problems
 from beacon.images import MAX_IMAGE_PIXELS
 from beacon.sandbox.repair import RepairConfig
+from beacon.types import ImageCrop
 
 Isolation = Literal["auto", "bwrap", "unshare", "none"]
 
@@ -159,3 +160,4 @@ class ExecResult:
     notes: list[str] = field(default_factory=list)
     repairs: list[str] = field(default_factory=list)
     code: str = ""
+    image_crops: list[ImageCrop | None] = field(default_factory=list)  # per image, if known

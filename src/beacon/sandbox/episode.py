@@ -289,6 +289,8 @@ def execute(ep: CallContext) -> list[wire.Bytes]:
     clamped: list[str] = []
     if request.clamp_crops:
         outputs.clamp_crops(request.min_crop_size, clamped)
+    clamp = request.min_crop_size if request.clamp_crops else None
+    outputs.track_crops(ep.presets["images"], list(request.image_paths), clamp)
     sys.stdout = sys.stderr = out
     start = time.time()
     error = ep.syntax_error
@@ -334,9 +336,12 @@ def _hand_over(
     """
     metas, blobs = [], []
     for index, img in enumerate(images):
+        origin = outputs.origin_meta(img)
         img = img if img.mode in _RETURN_MODES else img.convert("RGB")
         data = img.tobytes()
         meta = wire.image_meta(img.mode, img.width, img.height)
+        if origin is not None:
+            meta["crop"] = origin
         if _write_new_file(wire.image_file(request.out_dir, request.call, index), data):
             meta["file"] = True
         else:

@@ -3,6 +3,13 @@
 Runs in the child next to `episode.py` (copied into the jail). `Image.show()` and `plt.show()`
 are patched to collect images instead of opening a viewer, `Image.crop` to clamp its box
 (`crops.clamp_box`); image paths printed to stdout or set as `processed_path` are read back.
+
+Where a returned image came from (`track_crops`): the input images carry their frame in
+`info[ORIGIN]` (also when the code opens `image_path` itself); `crop` and `resize(box=...)`
+compose their box with their source's, the PIL operations that copy `info` (resize, convert,
+copy, ...) keep it, and `save` remembers it for the file it writes. What is not covered: images
+made through numpy or OpenCV, drawn on a new canvas, or carried over from an earlier call have
+no origin; rotations and transforms keep their source's box.
 """
 
 from __future__ import annotations
@@ -23,6 +30,12 @@ _MAX_CROP_NOTES = 3
 """Clamped crops noted one by one; further ones are counted in the last note."""
 _PRISTINE = (Image.Image.show, plt.show, Image.Image.crop)
 """What `capture_shows` and `clamp_crops` replace, for `restore` (and wrapped by the latter)."""
+_PRISTINE_TRACKED = (Image.Image.resize, Image.Image.save, Image.open)
+"""What `track_crops` replaces besides `crop`, for `restore`."""
+ORIGIN = "beacon_origin"
+"""`info` key of an image's origin: (input image index, (x0, y0, x1, y1) in its pixels)."""
+_saved: dict[str, tuple] = {}
+"""Origins of the files this call saved, by real path (the child runs one call)."""
 
 
 def crop_notes(clamped: list[str]) -> list[str]:
@@ -72,9 +85,74 @@ def clamp_crops(min_size: int, clamped: list[str]) -> None:
     Image.Image.crop = crop
 
 
+def track_crops(frames: list[Image.Image], paths: list[str], min_size: int | None) -> None:
+    """Record in `info[ORIGIN]` where each image lies in an input image (module docstring);
+    `min_size` is the clamp's (None: crops are not clamped). Call after `clamp_crops`."""
+    for index, frame in enumerate(frames):
+        frame.info[ORIGIN] = (index, (0, 0, frame.width, frame.height))
+    frame_of = {os.path.realpath(p): i for i, p in enumerate(paths)}
+    inner_crop = Image.Image.crop
+    resize, save, open_image = _PRISTINE_TRACKED
+
+    def crop(img: Image.Image, box: Any = None) -> Image.Image:
+        out = inner_crop(img, box)
+        used = crops.clamp_box(box, img.size, min_size) if min_size and box is not None else box
+        return _with_origin(out, img, used)
+
+    def resize_box(img: Image.Image, size: Any, *args: Any, **kwargs: Any) -> Image.Image:
+        box = kwargs.get("box", args[1] if len(args) > 1 else None)
+        return _with_origin(resize(img, size, *args, **kwargs), img, box)
+
+    def save_origin(img: Image.Image, fp: Any, *args: Any, **kwargs: Any) -> None:
+        save(img, fp, *args, **kwargs)
+        if ORIGIN in img.info and isinstance(fp, str | os.PathLike):
+            _saved[os.path.realpath(fp)] = img.info[ORIGIN]
+
+    def open_frame(fp: Any, *args: Any, **kwargs: Any) -> Image.Image:
+        img = open_image(fp, *args, **kwargs)
+        real = os.path.realpath(fp) if isinstance(fp, str | os.PathLike) else None
+        origin = (frame_of[real], (0, 0, *img.size)) if real in frame_of else _saved.get(real)
+        if origin is not None:
+            img.info[ORIGIN] = origin
+        return img
+
+    _saved.clear()
+    Image.Image.crop, Image.Image.resize, Image.Image.save = crop, resize_box, save_origin
+    Image.open = open_frame
+
+
+def _with_origin(out: Image.Image, source: Image.Image, box: Any) -> Image.Image:
+    """`out`, cut by `box` (None: all of it) from `source`, with its origin in `source`'s frame
+    (none where `source` has none or the box is not four numbers)."""
+    origin = source.info.get(ORIGIN)
+    out.info.pop(ORIGIN, None)  # PIL copied the source's info, which is not where `out` lies
+    if origin is None:
+        return out
+    frame, (x0, y0, x1, y1) = origin
+    box = (0, 0, *source.size) if box is None else box
+    try:
+        sx, sy = (x1 - x0) / source.width, (y1 - y0) / source.height
+        bx0, by0, bx1, by1 = (float(v) for v in box)
+    except (TypeError, ValueError, ZeroDivisionError):
+        return out
+    out.info[ORIGIN] = (frame, (x0 + bx0 * sx, y0 + by0 * sy, x0 + bx1 * sx, y0 + by1 * sy))
+    return out
+
+
+def origin_meta(img: Image.Image) -> list[int] | None:
+    """[frame, x0, y0, x1, y1] of an image's origin, rounded to pixels, for the result header."""
+    origin = img.info.get(ORIGIN)
+    if origin is None:
+        return None
+    frame, box = origin
+    return [int(frame), *(round(v) for v in box)]
+
+
 def restore() -> None:
-    """Undo `capture_shows` and `clamp_crops` (after a rehearsal: the real call may not clamp)."""
+    """Undo `capture_shows`, `clamp_crops` and `track_crops` (after a rehearsal: the real call
+    may not clamp)."""
     Image.Image.show, plt.show, Image.Image.crop = _PRISTINE
+    Image.Image.resize, Image.Image.save, Image.open = _PRISTINE_TRACKED
 
 
 def _short(text: str) -> str:
@@ -132,6 +210,8 @@ def file_images(
                          "it was skipped")  # fmt: skip
             continue
         if image is not None:
+            if real in _saved:
+                image.info[ORIGIN] = _saved[real]
             images.append(image)
     return images
 

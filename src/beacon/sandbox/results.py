@@ -20,6 +20,7 @@ from PIL import Image
 
 from beacon.sandbox import wire
 from beacon.sandbox.config import ExecResult, SandboxConfig
+from beacon.types import ImageCrop
 
 _MAX_ERROR_CHARS = 2000
 _MAX_NOTES = 16
@@ -169,7 +170,18 @@ def _child_result(
         error=None if error is None else valid_text(error[:_MAX_ERROR_CHARS]),
         images=images,
         notes=notes,
+        image_crops=[_crop(meta.get("crop")) for meta in metas],
     )
+
+
+def _crop(value: Any) -> ImageCrop | None:
+    """The child's [frame, x0, y0, x1, y1] for one image, if it is five integers; else None
+    (the code may have forged it, so it is a claim about the frame, never trusted further)."""
+    if not isinstance(value, list) or len(value) != 5 or any(type(v) is not int for v in value):
+        return None
+    if value[0] < 0:
+        return None
+    return ImageCrop(value[0], tuple(value[1:]))
 
 
 def _read_image_file(path: str, meta: dict[str, Any], max_pixels: int) -> bytearray:

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import torch
@@ -28,6 +29,7 @@ from PIL import Image
 
 from beacon.blocks import NestedBlocks
 from beacon.images import Recent
+from beacon.rollout import TrajectoryCheck, check_trajectory
 from beacon.train.core.encode import EncodedTrajectory
 
 IGNORE_INDEX = -100
@@ -75,6 +77,14 @@ class PixelCache:
 
     def tokens(self, key: str) -> int:
         return int(self.get(key).grid_thw.prod()) // (self.merge**2)
+
+
+def rollout_check(tokenizer: Any, pixels: PixelCache) -> TrajectoryCheck:
+    """`beacon.rollout.check_trajectory` against this trainer's tokenizer and image processor:
+    what `Rollouts` runs on every trajectory before a trainer may train on it."""
+    return partial(
+        check_trajectory, image_token_id=tokenizer.image_token_id, image_tokens=pixels.tokens
+    )
 
 
 def _processed(image_processor: Any, image: Image.Image) -> ImagePixels:

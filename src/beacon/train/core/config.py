@@ -14,10 +14,11 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 OPERATIONAL_KEYS = frozenset(
-    {"train.keep_last", "train.log_every", "train.progress_bar", "train.tensorboard"}
+    {"train.keep_last", "train.log_every", "train.progress_bar", "train.tensorboard", "health"}
 )
 """Keys that may differ between a run and its resume: they change how a run reports, not what
-it computes. Every other key is part of the run's identity."""
+it computes (the `health` thresholds only decide which alarms fire, and whether one stops the
+run). Every other key is part of the run's identity."""
 
 
 class _Strict(BaseModel):
@@ -113,3 +114,67 @@ class TrainConfig(_Strict):
                 f"train.max_steps={self.max_steps}; lower --set train.warmup_steps"
             )
         return self
+
+
+class HealthConfig(_Strict):
+    """When a health alarm fires (docs/train.md, "Guard rails"): one warning line per alarm as
+    it starts firing, `health/alarm/<name>` in every step's metrics, and with `stop_on_alarm`
+    a saved checkpoint and an error. Every threshold may be null: that alarm is off."""
+
+    window: int = Field(
+        5,
+        ge=1,
+        description="Steps in the rolling mean of the noisy metrics (tool rates, zero-variance "
+        "groups, entropy, teacher-student gap); the log-prob gap and dropped share are per step.",
+    )
+    logprob_gap_max: float | None = Field(
+        0.05,
+        ge=0,
+        description="health/sampler_logprob_gap above this (nats per generated token): the "
+        "rollout engine does not sample from the trained weights, template or image positions.",
+    )
+    tool_rate_min: float | None = Field(
+        0.02,
+        ge=0,
+        le=1,
+        description="health/tool_rate (rolling) below this after it was at or above it: tool use "
+        "collapsed.",
+    )
+    tool_rate_easy_max: float | None = Field(
+        0.95,
+        ge=0,
+        le=1,
+        description="health/tool_rate_easy (rolling) at or above this: tools on nearly every "
+        "item the run labels easy (no adaptivity).",
+    )
+    zero_variance_max: float | None = Field(
+        0.9,
+        ge=0,
+        le=1,
+        description="health/zero_variance_groups (rolling) above this: almost no group has a "
+        "reward difference, so almost nothing learns.",
+    )
+    entropy_min: float | None = Field(
+        0.03,
+        ge=0,
+        description="health/entropy (rolling, nats) below this: the policy has collapsed onto "
+        "single tokens and stops exploring.",
+    )
+    teacher_student_gap_growth: float | None = Field(
+        2.0,
+        gt=1,
+        description="OPD: health/teacher_student_gap (rolling) above this multiple of its lowest "
+        "rolling value in the run: the student drifts away from its teacher.",
+    )
+    dropped_max: float | None = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="health/dropped_share above this: the step's trajectories failed the "
+        "consistency checks (images, token ids) and were left out.",
+    )
+    stop_on_alarm: bool = Field(
+        False,
+        description="Stop the run when an alarm fires: the step's checkpoint is saved, then an "
+        "error names the alarm; --resume continues (set this to false to train on).",
+    )

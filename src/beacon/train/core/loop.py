@@ -5,7 +5,9 @@ the rest the same way for all (RFT's training stage is SFT); docs/train.md, "One
 and cut the run's logs back to it, push the weights to the rollout engine, then per step the
 trainer's `step` (gradients accumulated, no optimizer step), the optimizer and scheduler step
 (skipped for a step without learning signal: Adam would turn float noise into full-size
-updates), the weight push, metrics every `log_every` steps, a checkpoint every `save_every`.
+updates), the weight push, metrics with the health alarms' flags (`health.HealthMonitor`) every
+`log_every` steps, a checkpoint every `save_every` (and at an alarm with
+`health.stop_on_alarm`, which then stops the run).
 Nothing here knows whether it runs on one CPU, gloo processes or GPUs with FSDP / DeepSpeed.
 
 Deviations from accelerate's defaults, and why:
@@ -35,11 +37,21 @@ from typing import Any
 
 import torch
 
+from beacon.rollout import CHECK_REASONS, RolloutStats
 from beacon.train.core import checkpoint as ckpt
 from beacon.train.core.collate import ModelBatch
-from beacon.train.core.config import TrainConfig
+from beacon.train.core.config import HealthConfig, TrainConfig
+from beacon.train.core.health import HealthMonitor, stop_error
 from beacon.train.core.loss import count_targets, summed_token_nll
-from beacon.train.core.metrics import MetricsLogger, StepOutput, step_metrics, truncate_after
+from beacon.train.core.metrics import (
+    METRICS_FILE,
+    MetricsLogger,
+    StepOutput,
+    dropped_metrics,
+    read_metrics,
+    step_metrics,
+    truncate_after,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -112,6 +124,13 @@ def gather_per_rank(accelerator: Any, local: list[Any]) -> list[list[Any]]:
     return gather_object([local])
 
 
+def rollout_drops(accelerator: Any, stats: RolloutStats) -> dict[str, float]:
+    """The step's rollout-check drops over all processes (`metrics.dropped_metrics`)."""
+    local = [stats.episodes, *(stats.inconsistent.get(r, 0) for r in CHECK_REASONS)]
+    total = accelerator.reduce(torch.tensor(local, device=accelerator.device), "sum").tolist()
+    return dropped_metrics(dict(zip(CHECK_REASONS, total[1:], strict=True)), total[0])
+
+
 def forward_backward(
     accelerator: Any, model: torch.nn.Module, batches: list[ModelBatch]
 ) -> StepResult:
@@ -180,12 +199,14 @@ def run(
     step: StepFn,
     sync: SyncFn | None = None,
     logs: Sequence[str] = (),
+    health: HealthConfig | None = None,
 ) -> ckpt.TrainState:
     """Train until `cfg.max_steps`, from the newest complete checkpoint when `resume`.
 
     `sync` pushes the weights to the rollout engine(s), before the first step and after every
     optimizer step; `logs` are the trainer's own JSONL files in `run_dir` (lines with a `step`),
-    cut back to the restored step so a resumed run rewrites them once.
+    cut back to the restored step so a resumed run rewrites them once; `health` sets the alarms
+    (default: `HealthConfig()`).
     """
     accelerator = parts.accelerator
     state = restore(parts, run_dir) if resume else ckpt.TrainState(step=0, samples_seen=0)
@@ -202,18 +223,32 @@ def run(
         tensorboard=cfg.tensorboard,
         progress_bar=cfg.progress_bar,
     )
+    monitor = _monitor(health or HealthConfig(), run_dir, state.step, accelerator)
     parts.model.train()
     try:
         while state.step < cfg.max_steps:
             state, metrics = run_step(parts, cfg, state, step, sync)
-            if state.step % cfg.log_every == 0 or state.step == cfg.max_steps:
+            alarms = monitor.check(metrics)
+            if state.step % cfg.log_every == 0 or state.step == cfg.max_steps or alarms:
                 metrics_log.log(metrics)
             metrics_log.advance(metrics)
-            if state.step % cfg.save_every == 0 or state.step == cfg.max_steps:
+            stop = monitor.cfg.stop_on_alarm and bool(alarms)
+            if state.step % cfg.save_every == 0 or state.step == cfg.max_steps or stop:
                 save_checkpoint(parts, run_dir, state, cfg.keep_last)
+            if stop:
+                raise stop_error(alarms, f"{run_dir}/checkpoint-{state.step}")
     finally:
         metrics_log.close()
     return state
+
+
+def _monitor(cfg: HealthConfig, run_dir: Path, step: int, accelerator: Any) -> HealthMonitor:
+    """The run's health monitor, with the logged steps up to `step` replayed (a resume)."""
+    monitor = HealthMonitor(cfg, log=accelerator.is_main_process)
+    path = run_dir / METRICS_FILE
+    if step > 0 and path.exists():
+        monitor.replay(row for row in read_metrics(path) if row.get("step", 0) <= step)
+    return monitor
 
 
 def run_step(

@@ -9,11 +9,13 @@ progress bar (loss, tokens/s, ETA), on the main process only.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from beacon.jsonl import JsonlWriter, read_jsonl, write_jsonl_atomic
+from beacon.rollout.checks import CHECK_REASONS
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +58,14 @@ def step_metrics(
         "update_skipped": int(not out.update),
         **out.extra,
     }
+
+
+def dropped_metrics(inconsistent: Mapping[str, int], episodes: int) -> dict[str, float]:
+    """`health/dropped/<reason>` for every rollout check (`CHECK_REASONS`, zeros included),
+    their total `health/dropped` and `health/dropped_share` of the step's `episodes`."""
+    counts = {f"health/dropped/{r}": int(inconsistent.get(r, 0)) for r in CHECK_REASONS}
+    total = sum(counts.values())
+    return {**counts, "health/dropped": total, "health/dropped_share": total / max(episodes, 1)}
 
 
 class MetricsLogger:

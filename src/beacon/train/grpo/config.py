@@ -12,7 +12,7 @@ from pydantic import Field, model_validator
 from beacon.agent.config import AgentConfig
 from beacon.rl.config import RLConfig
 from beacon.sandbox.config import SandboxConfig
-from beacon.train.core.config import ModelConfig, TrainConfig, _Strict
+from beacon.train.core.config import HealthConfig, ModelConfig, TrainConfig, _Strict
 
 
 class RolloutConfig(_Strict):
@@ -76,6 +76,7 @@ class GRPOConfig(_Strict):
     )
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig, description="Code sandbox.")
     rl: RLConfig = Field(default_factory=RLConfig, description="Rewards, filter, loss, HGCE.")
+    health: HealthConfig = Field(default_factory=HealthConfig, description="Health alarms.")
 
     @model_validator(mode="after")
     def _check(self) -> GRPOConfig:

@@ -19,6 +19,10 @@ generated-token count (token_mean) over all processes, so micro-batch and per-pr
 add up to the step's loss; each process scales its backward by the process count because DDP
 averages gradients (as `train.loop.forward_backward` does).
 
+Health (`beacon.rl.health`, under no gradient): the same forward gives the sampler log-prob
+gap (un-hinted rows: their sampled context is the trained one) and the entropy at every
+generated position of the rows it trains on, or of the one placeholder row when none is kept.
+
 What is not covered: several updates per rollout batch.
 """
 
@@ -27,7 +31,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -35,10 +39,13 @@ import torch
 from beacon.rl import (
     GRPOLossOutput,
     LossConfig,
+    TokenHealth,
     aggregate,
     align_old_logprobs,
+    entropy_sum,
     grpo_loss,
     k3_kl,
+    logprob_gap_sum,
     token_logprobs,
     training_sequence,
 )
@@ -61,6 +68,7 @@ class PolicyRow:
     sampling: EncodedTrajectory | None
     advantage: float
     weight: int = 1
+    sampler_logprobs: list[float] | None = None  # on `encoded` positions; un-hinted rows only
 
 
 @dataclass
@@ -91,6 +99,7 @@ class UpdateResult:
     kl: float = 0.0  # k3 estimate of KL(π_old || π_θ) per generated token (HGCE rows only > 0)
     old_logprobs_s: float = 0.0
     update_s: float = 0.0
+    health: TokenHealth = field(default_factory=TokenHealth)
 
 
 @dataclass
@@ -100,6 +109,7 @@ class MicroLoss:
     out: GRPOLossOutput
     kl: torch.Tensor
     batch: ModelBatch
+    health: TokenHealth
 
 
 def policy_rows(
@@ -109,10 +119,12 @@ def policy_rows(
     rows = []
     for traj, adv in zip(trajectories, advantages, strict=True):
         encoded = encode_trajectory(traj, tokenizer)
-        sampling = None
+        sampling, sampler = None, None
         if traj.original_prompt is not None:
             sampling = encode_trajectory(replace(traj, original_prompt=None), tokenizer)
-        rows.append(PolicyRow(encoded, sampling, float(adv)))
+        else:
+            sampler = training_sequence(traj).sampler_logprobs
+        rows.append(PolicyRow(encoded, sampling, float(adv), sampler_logprobs=sampler))
     return rows
 
 
@@ -188,6 +200,7 @@ def policy_update(
         result.tokens += micro.batch.num_tokens
         result.padded_tokens += micro.batch.input_ids.numel()
         result.microbatches += 1
+        result.health.add(micro.health)
     result.update_s = time.perf_counter() - start
     return result
 
@@ -204,7 +217,8 @@ def _microbatch_loss(
 ) -> MicroLoss:
     """`grpo_loss` of one micro-batch, old log-probs filled in (detached own, or HGCE's)."""
     batch = collate_fn([r.encoded for r in rows]).to(accelerator.device)
-    logp = token_logprobs(model(**batch.model_inputs()).logits.float(), batch.input_ids)
+    logits = model(**batch.model_inputs()).logits
+    logp = token_logprobs(logits.float(), batch.input_ids)
     old = logp.detach().clone()
     for j, hinted in enumerate(old_hinted):
         if hinted is not None:
@@ -223,7 +237,22 @@ def _microbatch_loss(
         normalizer=normalizer,
     )
     kl = aggregate(k3_kl(logp.detach(), old), mask, "token_mean", normalizer=max(step_tokens, 1))
-    return MicroLoss(out, kl, batch)
+    generated = batch.labels != IGNORE_INDEX  # a weight-0 placeholder row is measured too
+    return MicroLoss(out, kl, batch, _health(rows, logits.detach(), logp.detach(), generated))
+
+
+def _health(
+    rows: Sequence[PolicyRow], logits: torch.Tensor, logp: torch.Tensor, mask: torch.Tensor
+) -> TokenHealth:
+    """Sampler log-prob gap and entropy sums of one micro-batch (`beacon.rl.health`)."""
+    sampler = torch.full_like(logp, float("nan"))
+    for j, row in enumerate(rows):
+        if row.sampler_logprobs is not None:
+            sampler[j, : len(row.sampler_logprobs)] = torch.tensor(row.sampler_logprobs)
+    gap, gap_tokens = logprob_gap_sum(logp, sampler, mask)
+    with torch.no_grad():
+        entropy, entropy_tokens = entropy_sum(logits, mask)
+    return TokenHealth(gap, gap_tokens, entropy, entropy_tokens)
 
 
 def reduce_update(accelerator: Any, local: UpdateResult) -> UpdateResult:
@@ -239,6 +268,7 @@ def reduce_update(accelerator: Any, local: UpdateResult) -> UpdateResult:
             local.clip_frac,
             local.ratio_mean,
             local.kl,
+            *local.health.as_list(),
         ],
         dtype=torch.float64,
         device=accelerator.device,
@@ -258,4 +288,5 @@ def reduce_update(accelerator: Any, local: UpdateResult) -> UpdateResult:
         ratio_mean=total[6],
         kl=total[7],
         ratio_max=float(ratio_max[0]),
+        health=TokenHealth.from_list(total[8:12]),
     )

@@ -2,10 +2,12 @@
 
 config -> policy (trainer) + rollout engine (in-process `hf`, or the `beacon serve` processes
 of `rollout.servers`, `weight_sync`) + sandbox + agent loop -> `loop.run` with `grpo_step`:
-rollouts (`beacon.rollout.Rollouts`: the benchmark's prompt and scorer, failed episodes
-dropped and counted), HGCE rescue of all-wrong groups, `rl.score_groups` (reward by name, group
-filter, advantages, step stats), old log-probs and the clipped loss (`policy`); the loop then
-steps the optimizer, pushes the weights to the engine, logs and checkpoints.
+rollouts (`beacon.rollout.Rollouts`: the benchmark's prompt and scorer, failed episodes and
+trajectories that are not what the engine sampled dropped and counted), HGCE rescue of
+all-wrong groups, `rl.score_groups` (reward by name, group filter, over-turn masking,
+advantages, step stats), old log-probs and the clipped loss (`policy`), the `health/` metrics;
+the loop then steps the optimizer, pushes the weights to the engine, checks the health alarms,
+logs and checkpoints.
 
 Ablations of the paper's table are settings: GRPO only = `rl.reward=binary`; +NAAR =
 `rl.reward=naar`; +HGCE = `rl.reward=binary, rl.hgce.enabled=true`; both = `naar` + HGCE.
@@ -35,7 +37,15 @@ from typing import Any
 import torch
 
 from beacon.jsonl import JsonlWriter
-from beacon.rl import GroupOutcomes, check_hint, group_outcomes, needs_hint, score_groups
+from beacon.rl import (
+    GroupOutcomes,
+    check_hint,
+    group_health,
+    group_outcomes,
+    item_label,
+    needs_hint,
+    score_groups,
+)
 from beacon.rollout import Group, Rollouts, RolloutStats
 from beacon.train.core import loop
 from beacon.train.core.checkpoint import TrainState
@@ -90,10 +100,7 @@ def sync_weights(parts: GRPOParts) -> None:
 
 def outcomes(group: Group) -> GroupOutcomes:
     """The group's record for `beacon.rl` (the item's difficulty label when it has one)."""
-    label = group.sample.metadata.get("difficulty")
-    return group_outcomes(
-        group.trajectories, group.correct, label if label in ("easy", "hard") else None
-    )
+    return group_outcomes(group.trajectories, group.correct, item_label(group.sample.metadata))
 
 
 def gather_outcomes(acc: Any, local: list[GroupOutcomes]) -> tuple[list[GroupOutcomes], int]:
@@ -189,6 +196,9 @@ def grpo_step(parts: GRPOParts, cfg: GRPOConfig, state: TrainState) -> loop.Step
     counts = acc.reduce(torch.tensor(counts, device=acc.device), "sum").tolist()
     extra = {
         **{f"rl/{k}": v for k, v in scores.stats.as_dict().items()},
+        **group_health(gathered, scores.rewards),
+        **update.health.as_metrics(),
+        **loop.rollout_drops(acc, stats),
         "rl/hint_missing": int(counts[0]),
         "rl/hint_refused": int(counts[1]),
         "rollout/failed": int(counts[2]),
@@ -220,7 +230,7 @@ def build_parts(cfg: GRPOConfig, accelerator: Any, run_dir: Path, stack: Any) ->
     from beacon.benchmarks import get_benchmark
     from beacon.images import ImageStore
     from beacon.sandbox import Sandbox
-    from beacon.train.core.collate import PixelCache, collate
+    from beacon.train.core.collate import PixelCache, collate, rollout_check
     from beacon.train.grpo.weight_sync import rollout_engine
 
     bench = get_benchmark(cfg.rollout.benchmark)
@@ -241,7 +251,12 @@ def build_parts(cfg: GRPOConfig, accelerator: Any, run_dir: Path, stack: Any) ->
         engine=engine,
         push=push,
         rollouts=Rollouts(
-            agent, bench, cfg.rollout.group_size, cfg.train.seed, cfg.rollout.concurrency
+            agent,
+            bench,
+            cfg.rollout.group_size,
+            cfg.train.seed,
+            cfg.rollout.concurrency,
+            check=rollout_check(tokenizer, pixels),
         ),
         hints=HintSource(cfg.rollout.hints, cfg.rollout.synth_region_hints),
         samples=samples,
@@ -281,6 +296,7 @@ def run_grpo(cfg: GRPOConfig, resume: bool = False) -> TrainState:
             step=lambda state: grpo_step(parts, cfg, state),
             sync=lambda: sync_weights(parts),
             logs=(HGCE_LOG,),
+            health=cfg.health,
         )
     accelerator.end_training()
     return state

@@ -16,7 +16,13 @@ from pydantic import Field, model_validator
 from beacon.agent.config import AgentConfig
 from beacon.revue.config import RevueConfig
 from beacon.sandbox.config import SandboxConfig
-from beacon.train.core.config import OPERATIONAL_KEYS, ModelConfig, TrainConfig, _Strict
+from beacon.train.core.config import (
+    OPERATIONAL_KEYS,
+    HealthConfig,
+    ModelConfig,
+    TrainConfig,
+    _Strict,
+)
 
 
 def _student_agent() -> AgentConfig:
@@ -125,6 +131,7 @@ class OPDConfig(_Strict):
         "~1e-8 of float noise, which Adam would turn into full-size steps); 0 turns it off.",
     )
     train: TrainConfig
+    health: HealthConfig = Field(default_factory=HealthConfig, description="Health alarms.")
 
     @model_validator(mode="after")
     def _check(self) -> OPDConfig:

@@ -80,7 +80,7 @@ def build_parts(cfg: OPDConfig, accelerator: Any, run_dir: Any, stack: Any) -> O
     from beacon.engines.hf import HFEngine
     from beacon.images import ImageStore
     from beacon.sandbox import Sandbox
-    from beacon.train.core.collate import PixelCache
+    from beacon.train.core.collate import PixelCache, rollout_check
 
     policy = build_policy(cfg.model, cfg.train, accelerator)
     engine = HFEngine(
@@ -106,7 +106,14 @@ def build_parts(cfg: OPDConfig, accelerator: Any, run_dir: Any, stack: Any) -> O
         cfg=cfg,
         policy=policy,
         samples=samples,
-        rollouts=Rollouts(agent, bench, rollout.group_size, cfg.train.seed, rollout.concurrency),
+        rollouts=Rollouts(
+            agent,
+            bench,
+            rollout.group_size,
+            cfg.train.seed,
+            rollout.concurrency,
+            check=rollout_check(tokenizer, pixels),
+        ),
         store=store,
         tokenizer=tokenizer,
         student=SequenceScorer(accelerator.unwrap_model(policy.model), tokenizer, pixels),
@@ -164,6 +171,7 @@ def run_opd(cfg: OPDConfig, resume: bool = False) -> TrainState:
             step=lambda state: opd_step(parts, state),
             sync=lambda: parts.rollouts.loop.engine.update_weights(student.state_dict().items()),
             logs=(REVUE_LOG, CRITIC_LOG),
+            health=cfg.health,
         )
     accelerator.end_training()
     return state

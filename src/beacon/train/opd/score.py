@@ -16,7 +16,8 @@ Teacher conditioning (Appendix A.3), as done here:
    non-canonical tokenization fails this and the trajectory keeps the base teacher ("misaligned").
 
 Both teacher passes and the student use the models' final hidden states and output projection
-(`teacher_topk`, `support_logits`): no [T, V] tensor is kept.
+(`teacher_topk`, `support_logits`): no [T, V] tensor is kept. The student's sampled-token
+log-probs and entropies (health metrics) are reduced from the same hidden states in chunks.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from beacon.revue import (
     support_logits,
     teacher_topk,
 )
+from beacon.rl import chunked_logprob_entropy
 from beacon.train.core.collate import PixelCache, collate
 from beacon.train.core.encode import EncodedTrajectory
 from beacon.types import Sample, Trajectory
@@ -54,6 +56,17 @@ class Conditioned:
 
     encoded: EncodedTrajectory | None
     alignment: AlignmentCheck
+
+
+@dataclass
+class StudentScores:
+    """The student on the supervised positions of one sequence: its logits on the teacher's
+    support [T, K] (differentiable), and measured without gradient the full-vocabulary
+    log-prob of each sampled token [T] and the entropy of each distribution [T]."""
+
+    support_logits: Tensor
+    sampled_logprob: Tensor
+    entropy: Tensor
 
 
 def supervised_positions(encoded: EncodedTrajectory) -> Tensor:
@@ -92,15 +105,22 @@ class SequenceScorer:
         ids = torch.tensor(encoded.input_ids, device=hidden.device)[positions]
         return teacher_topk(hidden, self.head.weight, ids, k, chunk_size, self.head.bias)
 
-    def support_logits(
+    def student_scores(
         self, encoded: EncodedTrajectory, support_ids: Tensor, chunk_size: int
-    ) -> Tensor:
-        """Student logits [T, K] on the adopted teacher's support (differentiable)."""
+    ) -> StudentScores:
+        """One forward of the student: its logits on the adopted teacher's support and, for the
+        health metrics, its sampled tokens' log-probs and entropies."""
         positions = supervised_positions(encoded)
         hidden = self.hidden(encoded)[positions - 1]
-        return support_logits(
-            hidden, self.head.weight, support_ids.to(hidden.device), self.head.bias, chunk_size
+        ids = torch.tensor(encoded.input_ids, device=hidden.device)[positions]
+        head = self.head
+        logp, entropy = chunked_logprob_entropy(
+            hidden.detach(), head.weight, ids, chunk_size, head.bias
         )
+        logits = support_logits(
+            hidden, head.weight, support_ids.to(hidden.device), head.bias, chunk_size
+        )
+        return StudentScores(logits, logp, entropy)
 
 
 def conditioned_sequence(

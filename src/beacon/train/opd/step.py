@@ -43,10 +43,12 @@ from beacon.revue import (
     topk_reverse_kl,
     trajectory_loss,
 )
+from beacon.rl import group_health, group_outcomes, item_label
 from beacon.rollout import Group, Rollouts, episode_seed
 from beacon.train.core import loop
 from beacon.train.core.checkpoint import TrainState
 from beacon.train.core.encode import EncodedTrajectory, encode_trajectory
+from beacon.train.opd.health import health_metrics, trajectory_health
 from beacon.train.opd.score import SequenceScorer, conditioned_sequence
 from beacon.types import Sample
 
@@ -238,6 +240,7 @@ def opd_step(parts: OPDParts, state: TrainState) -> loop.StepOutput:
     if acc.is_main_process:
         _append(parts.run_dir / REVUE_LOG, sorted(records, key=lambda r: (r["group"], r["slot"])))
     metrics = step_metrics(records, groups, uses_critic)
+    metrics.update(loop.rollout_drops(acc, stats))
     metrics["rollout/failed"] = int(failed[0])
     loss = metrics.pop("loss")
     return loop.StepOutput(
@@ -263,7 +266,8 @@ def _trajectory(
     seed = episode_seed(parts.cfg.train.seed, f"{step}/weights/{d.slot}/{i}")
     generator = torch.Generator().manual_seed(seed)
     w = WEIGHTINGS[cfg.weighting](target.impact, positions, cfg.alpha, cfg.lam, generator)
-    z = parts.student.support_logits(d.encoded[i], target.scores.topk_ids, cfg.chunk_size)
+    student = parts.student.student_scores(d.encoded[i], target.scores.topk_ids, cfg.chunk_size)
+    z = student.support_logits
     kl = topk_reverse_kl(z, target.scores.topk_logprobs.to(z.device))
     loss = trajectory_loss(kl, w.weights.to(kl.device))
     impact = None if target.impact is None else [round(float(x), 6) for x in target.impact]
@@ -279,6 +283,7 @@ def _trajectory(
         "loss": float(loss.detach()),
         "impact": impact,
         "tokens": len(d.encoded[i]),
+        "health": trajectory_health(d.group.trajectories[i], d.encoded[i], student, base),
     }
     return loss, record
 
@@ -292,6 +297,9 @@ def _group_record(d: Distilled, uses_critic: bool) -> dict[str, Any]:
         "used_tool": sum(bool(t.tool_calls) for t in d.group.trajectories),
         "generated_tokens": sum(t.response_tokens for t in d.group.trajectories),
         "tokens": sum(len(e) for e in d.encoded),
+        "outcomes": group_outcomes(
+            d.group.trajectories, d.labels, item_label(d.group.sample.metadata)
+        ),
     }
     if uses_critic and d.assembly is not None:
         out["statuses"] = slot_statuses(d.assembly, d.aligned)
@@ -318,6 +326,8 @@ def step_metrics(
         "tool_calls_mean": sum(g["tool_calls"] for g in groups) / episodes,
         "rollout_tokens_mean": sum(g["generated_tokens"] for g in groups) / episodes,
         "impact_sparsity": impact_sparsity(impacts),
+        **group_health([g["outcomes"] for g in groups]),
+        **health_metrics(records),
     }
     for name, count in Counter(r["target_fallback"] or "reflected" for r in records).items():
         out[f"target_{name}"] = count
@@ -350,8 +360,11 @@ def all_reduce_gradients(accelerator: Any, model: torch.nn.Module) -> None:
 
 
 def _append(path: Path, records: list[dict[str, Any]]) -> None:
-    """One durable append of the step's records (a torn last line is cut on resume)."""
+    """One durable append of the step's records, their health sums left out (they are in the
+    metrics); a torn last line is cut on resume."""
     if records:
         writer = JsonlWriter(path)
-        writer.write("\n".join(json.dumps(r) for r in records))
+        writer.write(
+            "\n".join(json.dumps({k: v for k, v in r.items() if k != "health"}) for r in records)
+        )
         writer.close()

@@ -153,6 +153,7 @@ def sft_stage(
     stage = StageSummary(stage="sft", total=verified["kept"], kept=counts["trajectories"])
     if counts["dropped_too_long"]:
         stage.dropped["too_long"] = counts["dropped_too_long"]
+    stage.dropped.update(counts.get("dropped_inconsistent", {}))
     stage.extra = {"steps": state.step, "checkpoint": str(sft_dir / f"checkpoint-{state.step}")}
     return stage
 

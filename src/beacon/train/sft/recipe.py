@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 import logging
+from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from beacon.jsonl import read_jsonl
+from beacon.rollout import check_trajectory
 from beacon.train.core import loop
 from beacon.train.core.checkpoint import TrainState
 from beacon.train.core.collate import ModelBatch, PixelCache, collate, plan_buckets, plan_padded
@@ -25,7 +27,10 @@ from beacon.types import Trajectory
 
 logger = logging.getLogger(__name__)
 
-DATA_FILE = "data.json"  # {"trajectories": trained, "dropped_too_long": n}, written at start
+DATA_FILE = "data.json"
+"""{"trajectories": trained, "dropped_too_long": n, "dropped_inconsistent": {reason: n}}: what
+the run trains on, written at start (trajectories that are not what their engine sampled are
+left out: `beacon.rollout.checks`)."""
 
 PlanFn = Callable[[Sequence[int]], list[ModelBatch]]
 """Dataset indices of this process's share -> its micro-batches."""
@@ -40,6 +45,7 @@ class SFTData:
     image_token_id: int | None
     pixels: PixelCache | None
     dropped_too_long: int
+    dropped_inconsistent: dict[str, int] = field(default_factory=dict)  # by check reason
 
 
 def read_trajectories(paths: Sequence[str]) -> list[Trajectory]:
@@ -62,8 +68,13 @@ def build_data(cfg: SFTConfig, tokenizer: Any, processor: Any | None) -> SFTData
     store = ImageStore(cfg.data.images) if cfg.data.images else None
     load = store.get if store is not None else None
     header = store.header if store is not None else None  # tokens need sizes, not pixels
-    rows, too_long = [], 0
+    rows, too_long, inconsistent = [], 0, Counter()
     for traj in read_trajectories(cfg.data.train):
+        found = check_trajectory(traj, tokenizer.image_token_id)
+        if found is not None:
+            logger.warning("trajectory %s dropped (%s): %s", traj.sample_id, *astuple(found))
+            inconsistent[found.reason] += 1
+            continue
         encoded = encode_trajectory(traj, tokenizer, header)
         if len(encoded) > cfg.data.max_length:
             too_long += 1
@@ -77,8 +88,9 @@ def build_data(cfg: SFTConfig, tokenizer: Any, processor: Any | None) -> SFTData
         )
     if not rows:
         raise ValueError(
-            f"no trajectory to train on in {cfg.data.train} ({too_long} too long); check the files "
-            "or raise data.max_length"
+            f"no trajectory to train on in {cfg.data.train} ({too_long} too long, "
+            f"{sum(inconsistent.values())} inconsistent); check the files or raise "
+            "data.max_length"
         )
     pixels = None
     if processor is not None and load is not None:
@@ -89,6 +101,7 @@ def build_data(cfg: SFTConfig, tokenizer: Any, processor: Any | None) -> SFTData
         image_token_id=tokenizer.image_token_id,
         pixels=pixels,
         dropped_too_long=too_long,
+        dropped_inconsistent=dict(inconsistent),
     )
 
 
@@ -161,7 +174,11 @@ def run_sft(cfg: SFTConfig, resume: bool = False) -> TrainState:
         accelerator.num_processes,
     )
     if accelerator.is_main_process:  # the count a reader will doubt, kept beside the metrics
-        counts = {"trajectories": len(data.rows), "dropped_too_long": data.dropped_too_long}
+        counts = {
+            "trajectories": len(data.rows),
+            "dropped_too_long": data.dropped_too_long,
+            "dropped_inconsistent": data.dropped_inconsistent,
+        }
         (run_dir / DATA_FILE).write_text(json.dumps(counts) + "\n")
     plan = make_plan(data, cfg)
     state = loop.run(

@@ -1,0 +1,244 @@
+"""Health alarms: thresholds over the `health/` metrics every trainer's step records.
+
+The numbers come from the trainers (`beacon.rl.health`: sampler log-prob gap, entropy, tool
+rates, zero-variance groups; OPD's teacher-student gap; the rollout checks' dropped share);
+this module decides, once per step in `loop.run`, which alarms fire (`RULES`, thresholds in
+`HealthConfig`), adds `health/alarm/<name>` (1 firing, 0 not; absent when the step has no value)
+and `health/alarms` to the step's metrics, and logs ONE warning line for each alarm as it starts
+firing (not again while it keeps firing). With `health.stop_on_alarm` the loop saves the step's
+checkpoint and raises `HealthAlarmError`, so the run stops where it went wrong and resumes from
+there.
+
+Noisy metrics are compared through their rolling mean over `health.window` logged steps
+(non-finite values skipped). On resume the monitor replays the run's `metrics.jsonl` up to the
+restored step, so windows and "was it firing" continue where they were (exactly with
+`train.log_every: 1`; with sparser logging, from the logged steps).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import operator
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from beacon.errors import UserError
+from beacon.train.core.config import HealthConfig
+
+logger = logging.getLogger(__name__)
+
+
+class HealthAlarmError(UserError):
+    """A health alarm fired with `health.stop_on_alarm` set; the step's checkpoint is saved."""
+
+
+@dataclass
+class Series:
+    """One metric's last `window` finite values and the extremes of its rolling mean so far."""
+
+    window: int
+    values: deque[float] = field(default_factory=deque)
+    peak: float = -math.inf  # highest rolling mean before the current step
+    low: float = math.inf  # lowest rolling mean of a full window before the current step
+
+    def push(self, value: float) -> None:
+        self.values.append(value)
+        if len(self.values) > self.window:
+            self.values.popleft()
+
+    def settle(self, mean: float) -> None:
+        """Fold the current step's rolling mean into the extremes, after the rules read them."""
+        self.peak = max(self.peak, mean)
+        if len(self.values) == self.window:
+            self.low = min(self.low, mean)
+
+    @property
+    def mean(self) -> float:
+        return sum(self.values) / len(self.values)
+
+
+Limit = Callable[[float, Series, HealthConfig], float | None]
+"""(the value compared, its series, the settings) -> the limit it crossed, or None."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One alarm: the metric it reads, per step or rolling, when it fires and what to do."""
+
+    name: str
+    key: str
+    rolling: bool
+    relation: str
+    limit: Limit
+    advice: str
+
+
+def _bound(setting: str, crosses: Callable[[float, float], bool]) -> Limit:
+    """The limit `HealthConfig.<setting>`, crossed when `crosses(value, limit)`."""
+
+    def limit(value: float, series: Series, cfg: HealthConfig) -> float | None:
+        bound = getattr(cfg, setting)
+        return bound if bound is not None and crosses(value, bound) else None
+
+    return limit
+
+
+def _collapsed(value: float, series: Series, cfg: HealthConfig) -> float | None:
+    """Below `tool_rate_min` after having been at or above it (a fall, not a model that never
+    used tools)."""
+    bound = cfg.tool_rate_min
+    return bound if bound is not None and value < bound <= series.peak else None
+
+
+def _grown(value: float, series: Series, cfg: HealthConfig) -> float | None:
+    """Above `teacher_student_gap_growth` times the lowest rolling mean of a full window before
+    (so the first steps are the baseline, not a drift)."""
+    factor = cfg.teacher_student_gap_growth
+    if factor is None or not (0 < series.low < math.inf):
+        return None
+    bound = factor * series.low
+    return bound if value > bound else None
+
+
+RULES = (
+    Rule(
+        "sampler_logprob_gap",
+        "health/sampler_logprob_gap",
+        False,
+        ">",
+        _bound("logprob_gap_max", operator.gt),
+        "the rollout engine does not sample from the trained policy: check that weights reach "
+        "it after every step (rollout.servers, the weight push), and that engine and trainer "
+        "use the same chat template, image processor and dtype",
+    ),
+    Rule(
+        "tool_rate_collapse",
+        "health/tool_rate",
+        True,
+        "<",
+        _collapsed,
+        "tool use collapsed: lower the tool-free reward (rl.reward, rl.naar.code_reward), "
+        "enable HGCE (rl.hgce.enabled) or resume from an earlier checkpoint with a lower lr",
+    ),
+    Rule(
+        "tool_rate_easy_saturated",
+        "health/tool_rate_easy",
+        True,
+        ">=",
+        _bound("tool_rate_easy_max", operator.ge),
+        "tools on nearly every easy item: use the necessity-aware reward (rl.reward=naar) or the "
+        "blog reward's easy-item penalty (rl.blog.gamma)",
+    ),
+    Rule(
+        "zero_variance_groups",
+        "health/zero_variance_groups",
+        True,
+        ">",
+        _bound("zero_variance_max", operator.gt),
+        "almost no group has a reward difference: raise rollout.group_size, enable HGCE for "
+        "all-wrong groups, or train on items of the policy's level",
+    ),
+    Rule(
+        "entropy_collapse",
+        "health/entropy",
+        True,
+        "<",
+        _bound("entropy_min", operator.lt),
+        "the policy stopped exploring: lower train.lr, use clip-higher (rl.loss.clip_eps_high) "
+        "or raise agent.temperature",
+    ),
+    Rule(
+        "teacher_student_gap_growth",
+        "health/teacher_student_gap",
+        True,
+        ">",
+        _grown,
+        "the student drifts away from its teacher: lower train.lr, check the teacher's context "
+        "(teacher.context, teacher_check.json) and the critic's reflections",
+    ),
+    Rule(
+        "trajectories_dropped",
+        "health/dropped_share",
+        False,
+        ">",
+        _bound("dropped_max", operator.gt),
+        "trajectories are not what the engine sampled (health/dropped/<reason>): check the "
+        "engine's and trainer's processors, templates and the image store",
+    ),
+)
+
+
+@dataclass(frozen=True)
+class Alarm:
+    """One alarm firing at a step: the metric's value and the limit it crossed."""
+
+    rule: Rule
+    step: int
+    value: float
+    limit: float
+
+    @property
+    def message(self) -> str:
+        rule = self.rule
+        shown = f"rolling mean of {rule.key}" if rule.rolling else rule.key
+        return (
+            f"health alarm {rule.name} at step {self.step}: {shown} = {self.value:.4g} "
+            f"{rule.relation} {self.limit:.4g}; {rule.advice}"
+        )
+
+
+class HealthMonitor:
+    """Evaluates `RULES` on each step's metrics (module docstring)."""
+
+    def __init__(self, cfg: HealthConfig, log: bool = True) -> None:
+        self.cfg, self.log = cfg, log
+        self.series = {rule.name: Series(cfg.window) for rule in RULES}
+        self.firing: set[str] = set()
+
+    def replay(self, rows: Iterable[dict[str, Any]]) -> None:
+        """Feed earlier steps' metrics (a resumed run's history) without logging."""
+        for row in rows:
+            self._evaluate(dict(row))
+
+    def check(self, metrics: dict[str, Any]) -> list[Alarm]:
+        """The alarms firing at this step; adds their flags to `metrics` and logs the new ones."""
+        before = set(self.firing)
+        alarms = self._evaluate(metrics)
+        if self.log:
+            for alarm in alarms:
+                if alarm.rule.name not in before:
+                    logger.warning(alarm.message)
+        return alarms
+
+    def _evaluate(self, metrics: dict[str, Any]) -> list[Alarm]:
+        alarms = []
+        for rule in RULES:
+            value = metrics.get(rule.key)
+            if not isinstance(value, int | float) or not math.isfinite(value):
+                continue
+            series = self.series[rule.name]
+            series.push(float(value))
+            compared = series.mean if rule.rolling else float(value)
+            limit = rule.limit(compared, series, self.cfg)
+            series.settle(compared)
+            metrics[f"health/alarm/{rule.name}"] = int(limit is not None)
+            if limit is None:
+                self.firing.discard(rule.name)
+                continue
+            self.firing.add(rule.name)
+            alarms.append(Alarm(rule, int(metrics.get("step", 0)), compared, limit))
+        metrics["health/alarms"] = len(alarms)
+        return alarms
+
+
+def stop_error(alarms: list[Alarm], checkpoint: str) -> HealthAlarmError:
+    """The error that stops a run on `alarms` (`health.stop_on_alarm`)."""
+    lines = "; ".join(a.message for a in alarms)
+    return HealthAlarmError(
+        f"training stopped by health.stop_on_alarm: {lines}. {checkpoint} is saved; fix the "
+        "cause and rerun with --resume, or resume with --set health.stop_on_alarm=false to "
+        "train on"
+    )

@@ -1,0 +1,90 @@
+"""Health alarms (`beacon.train.core.health`) on crafted metric streams: each alarm fires on the
+failure it names and not on a healthy run, prints one warning line per firing streak, and a
+resumed monitor continues where it was."""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import pytest
+
+from beacon.train.core.config import HealthConfig
+from beacon.train.core.health import HealthMonitor
+
+
+def stream(monitor: HealthMonitor, key: str, values: list[float]) -> list[int]:
+    """The flag of the alarm on `key` at each step (None where it was not evaluated)."""
+    flags = []
+    for step, value in enumerate(values, 1):
+        metrics = {"step": step, key: value}
+        monitor.check(metrics)
+        flags.append(next((v for k, v in metrics.items() if k.startswith("health/alarm/")), None))
+    return flags
+
+
+def test_tool_rate_collapse_fires_on_a_fall_to_zero_and_not_on_a_model_that_never_used_tools(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    rates = [0.6, 0.5, 0.3, 0.1, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+    with caplog.at_level(logging.WARNING):
+        flags = stream(HealthMonitor(HealthConfig(window=3)), "health/tool_rate", rates)
+    # rolling means (window 3): 0.6, 0.55, 0.47, 0.3, 0.13, 0.033, then 0 from step 7
+    assert flags == [0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1]
+    (line,) = [r.getMessage() for r in caplog.records]  # one line for the whole streak
+    assert line.startswith("health alarm tool_rate_collapse at step 7: rolling mean of")
+    assert "health/tool_rate = 0 < 0.02" in line and "rl.hgce.enabled" in line
+    never = stream(HealthMonitor(HealthConfig(window=3)), "health/tool_rate", [0.0] * 8)
+    assert never == [0] * 8
+
+
+def test_tool_use_saturating_on_easy_items_fires() -> None:
+    flags = stream(HealthMonitor(HealthConfig(window=2)), "health/tool_rate_easy", [0.5, 1, 1, 1])
+    assert flags == [0, 0, 1, 1]  # rolling means 0.5, 0.75, 1, 1 against 0.95
+
+
+def test_each_threshold_fires_on_its_side_and_null_turns_it_off() -> None:
+    cfg = HealthConfig(window=1)
+    assert stream(HealthMonitor(cfg), "health/sampler_logprob_gap", [1e-6, 0.3]) == [0, 1]
+    assert stream(HealthMonitor(cfg), "health/zero_variance_groups", [0.5, 1.0]) == [0, 1]
+    assert stream(HealthMonitor(cfg), "health/entropy", [1.2, 0.01]) == [0, 1]
+    assert stream(HealthMonitor(cfg), "health/dropped_share", [0.0, 0.25]) == [0, 1]
+    off = HealthConfig(window=1, logprob_gap_max=None)
+    assert stream(HealthMonitor(off), "health/sampler_logprob_gap", [5.0]) == [0]
+
+
+def test_teacher_student_gap_fires_when_it_grows_past_its_lowest_full_window() -> None:
+    gaps = [4.0, 3.0, 2.0, 1.0, 1.0, 1.5, 2.5, 3.0]
+    flags = stream(HealthMonitor(HealthConfig(window=2)), "health/teacher_student_gap", gaps)
+    # full-window means: 3.5, 2.5, 1.5, 1.0, 1.25, 2.0, 2.75 -> lowest 1.0, fires above 2.0
+    assert flags == [0, 0, 0, 0, 0, 0, 0, 1]
+
+
+def test_missing_or_undefined_values_are_not_evaluated() -> None:
+    metrics = {"step": 1, "health/tool_rate_hard": 1.0, "health/entropy": math.nan}
+    HealthMonitor(HealthConfig()).check(metrics)
+    assert metrics["health/alarms"] == 0
+    assert not [k for k in metrics if k.startswith("health/alarm/")]
+
+
+def test_a_replayed_monitor_continues_the_uninterrupted_one(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Resume: the windows and the firing state come back from the logged metrics, so the
+    alarm that was firing is not announced again and the next flags are the same."""
+    rates = [0.6, 0.4, 0.0, 0.0, 0.0, 0.0, 0.0]
+    straight = stream(HealthMonitor(HealthConfig(window=2)), "health/tool_rate", rates)
+    history = [{"step": s, "health/tool_rate": v} for s, v in enumerate(rates[:5], 1)]
+    resumed = HealthMonitor(HealthConfig(window=2))
+    resumed.replay(history)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        rest = [stream_step(resumed, s, v) for s, v in enumerate(rates[5:], 6)]
+    assert straight[4] == 1 and rest == straight[5:]
+    assert not caplog.records
+
+
+def stream_step(monitor: HealthMonitor, step: int, value: float) -> int:
+    metrics = {"step": step, "health/tool_rate": value}
+    monitor.check(metrics)
+    return metrics["health/alarm/tool_rate_collapse"]
