@@ -107,4 +107,4 @@ def test_every_loader_uses_the_matrix_product(
             "train": {"output_dir": str(tmp_path / "run")},
         }
     )
-    assert type(load_model(cfg).model.visual.patch_embed.proj) is PatchConv3d
+    assert type(load_model(cfg.model).model.visual.patch_embed.proj) is PatchConv3d

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from beacon.benchmarks.base import Benchmark, register
+from beacon.benchmarks.base import Benchmark
 from beacon.rollout import episode_seed, sample_key
 from beacon.train.core.setup import make_accelerator
 from beacon.train.opd.config import OPDConfig
@@ -27,7 +27,6 @@ from .opd_helpers import opd_settings
 SEED = 5
 
 
-@register
 class OptionsBench(Benchmark):
     """Two choice items whose prompt lists the options, scored by a rule of its own: any
     response that wrote something is right (the generic verifier would say wrong)."""
@@ -48,6 +47,15 @@ class OptionsBench(Benchmark):
 
     def score(self, response: str, sample: Sample, *, judge: Any = None) -> Verdict:
         return Verdict(correct=bool(response), score=1.0, parsed=True, prediction=response[:8])
+
+
+@pytest.fixture(autouse=True)
+def options_bench(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`OptionsBench` registered for these tests only (the registry's contract tests run over
+    every registered benchmark)."""
+    from beacon.benchmarks import base
+
+    monkeypatch.setitem(base._REGISTRY, OptionsBench.name, OptionsBench)
 
 
 @contextlib.contextmanager
