@@ -8,16 +8,21 @@ import pytest
 
 from beacon.config import config_class_for, load_config
 from beacon.eval.config import EvalConfig
-from beacon.eval.runner import RunFolderMismatch, check_run_folder
+from beacon.runfolder import RunFolderMismatch, check_run_folder
 
 
 def cfg(*overrides: str) -> EvalConfig:
     return load_config(EvalConfig, overrides=list(overrides))
 
 
+def check(folder: Path, config: EvalConfig) -> str:
+    """The check `beacon eval` makes before it adds to a run folder."""
+    return check_run_folder(folder, config, EvalConfig.OPERATIONAL_KEYS, folder_setting="--out")
+
+
 def test_operational_changes_resume(tmp_path: Path) -> None:
-    first = check_run_folder(tmp_path, cfg())
-    again = check_run_folder(
+    first = check(tmp_path, cfg())
+    again = check(
         tmp_path, cfg("concurrency=64", "limit=5", "engine.batch_size=2", "sandbox.num_workers=1")
     )
     assert first == again
@@ -35,15 +40,15 @@ def test_operational_changes_resume(tmp_path: Path) -> None:
 def test_result_changing_settings_refuse_a_resume_naming_the_keys(
     tmp_path: Path, overrides: list[str], named: str
 ) -> None:
-    check_run_folder(tmp_path, cfg())
+    check(tmp_path, cfg())
     with pytest.raises(RunFolderMismatch) as info:
-        check_run_folder(tmp_path, cfg(*overrides))
+        check(tmp_path, cfg(*overrides))
     assert named in str(info.value) and "--out" in str(info.value)
 
 
 def test_written_config_names_its_model_and_loads_back(tmp_path: Path) -> None:
     original = cfg("agent.max_turns=3", "benchmarks=[synth]")
-    check_run_folder(tmp_path, original)
+    check(tmp_path, original)
     path = tmp_path / "config.yaml"
     assert config_class_for(path) is EvalConfig
     assert load_config(EvalConfig, path=path) == original

@@ -31,8 +31,8 @@ from beacon.data.scripted import (
 )
 from beacon.engines.serve import ServerHandle, run_app_in_thread
 from beacon.errors import UserError
+from beacon.runfolder import RunFolderMismatch
 from beacon.train.core.metrics import read_metrics
-from beacon.train.core.rundir import RunFolderError
 from beacon.train.rft import run_rft
 from beacon.train.rft.config import RFTConfig
 
@@ -164,12 +164,12 @@ def test_rft_rerun_is_a_noop_and_other_settings_are_refused(
     assert {p: p.read_bytes() for p in reference.rglob("*.json*")} == before
     assert not (reference / "sft" / "checkpoint-4").exists()
 
-    with pytest.raises(RunFolderError, match="--resume"):
+    with pytest.raises(RunFolderMismatch, match="--resume"):
         rft(tiny_model_path, teacher, reference)
     other = settings(tiny_model_path, teacher.server.base_url, reference)
     other["rollout"]["group_size"] = 3
     other["filter"] = {"require_tool": True}
-    with pytest.raises(RunFolderError, match=r"filter\.require_tool.*rollout\.group_size"):
+    with pytest.raises(RunFolderMismatch, match=r"filter\.require_tool.*rollout\.group_size"):
         run_rft(RFTConfig.model_validate(other), resume=True)
     moved = settings(tiny_model_path, "http://127.0.0.1:9/v1", reference)
     run_rft(RFTConfig.model_validate(moved), resume=True)  # a server address is operational
