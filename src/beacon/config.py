@@ -1,9 +1,9 @@
 """Configs: pydantic models + YAML files + ``--set a.b.c=value`` overrides.
 
-Every setting is declared once, in a pydantic model (``extra="forbid"``) with its default and a
-``Field(description=...)`` that is its documentation (STYLE.md §5). pydantic does the type
-checking; this module only merges YAML and ``--set`` into one tree, validates it once and turns
-pydantic's errors into our one-line-per-problem ``ConfigError``::
+Every setting is declared once, in a ``StrictModel`` (pydantic, ``extra="forbid"``) with its
+default and a ``Field(description=...)`` that is its documentation (STYLE.md §5). pydantic does
+the type checking; this module only merges YAML and ``--set`` into one tree, validates it once
+and turns pydantic's errors into our one-line-per-problem ``ConfigError``::
 
     cfg = load_config(EvalConfig, path="configs/eval_synth.yaml", overrides=["engine.name=hf"])
     text = to_yaml(cfg)   # the resolved config; load_config reads it back to an equal object
@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
 
 import yaml
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -132,6 +132,14 @@ class _Dumper(yaml.SafeDumper):
 
 for _cls in (_Loader, _Dumper):
     _cls.add_implicit_resolver("tag:yaml.org,2002:float", _EXP_FLOAT, list("-+0123456789."))
+
+
+class StrictModel(BaseModel):
+    """The base of every settings section and request body: an unknown key is an error that
+    names it (a typo never silently takes the default), and an assignment is validated like a
+    load, so a config object never holds a value its file could not."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
 class ConfigError(ValueError):

@@ -35,7 +35,7 @@ from typing import Any
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import FileResponse, HTMLResponse, PlainTextResponse, Response
 from fastapi.staticfiles import StaticFiles
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from beacon.annotate.labels import LabelLog
 from beacon.annotate.records import (
@@ -46,6 +46,7 @@ from beacon.annotate.records import (
     Label,
     parse_rows,
 )
+from beacon.config import StrictModel
 from beacon.files import FileRefused, path_under
 from beacon.images import ImageStore
 
@@ -60,20 +61,18 @@ _WILDCARD = frozenset({"", "0.0.0.0", "::"})
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9_-]+")
 
 
-class LabelIn(BaseModel):
+class LabelIn(StrictModel):
     """A label as the page posts it."""
 
-    model_config = ConfigDict(extra="forbid")
     id: str = Field(description="Rollout id.")
     stage: Label | None = Field(description="Stage or SKIP; None saves a note alone.")
     note: str = Field("", description="Free-text note.")
     annotator: str = Field("", description="Who labels; empty means the server's default.")
 
 
-class ImportIn(BaseModel):
+class ImportIn(StrictModel):
     """An exported JSONL of this file, as the page posts it."""
 
-    model_config = ConfigDict(extra="forbid")
     text: str = Field(description="The JSONL text.")
     annotator: str = Field("", description="Whose labels unnamed ones become; empty: default.")
 

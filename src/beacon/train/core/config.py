@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
+
+from beacon.config import StrictModel
 
 OPERATIONAL_KEYS = frozenset(
     {"train.keep_last", "train.log_every", "train.progress_bar", "train.tensorboard"}
@@ -20,11 +22,7 @@ OPERATIONAL_KEYS = frozenset(
 it computes. Every other key is part of the run's identity."""
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
-
-
-class LoraConfig(_Strict):
+class LoraConfig(StrictModel):
     """LoRA adapters through `peft`; the base weights stay frozen."""
 
     r: int = Field(16, ge=1, description="LoRA rank r.")
@@ -44,7 +42,7 @@ class LoraConfig(_Strict):
     )
 
 
-class ModelConfig(_Strict):
+class ModelConfig(StrictModel):
     """The checkpoint to train and how to hold it."""
 
     path: str = Field(..., description="Hugging Face checkpoint folder (or hub id already cached).")
@@ -60,7 +58,7 @@ class ModelConfig(_Strict):
     )
 
 
-class TrainConfig(_Strict):
+class TrainConfig(StrictModel):
     """The optimisation and the run folder."""
 
     output_dir: str = Field(..., description="Run folder: config, metrics, checkpoints.")
