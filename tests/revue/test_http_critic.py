@@ -20,7 +20,7 @@ from PIL import Image
 
 from beacon import revue
 from beacon.engines.serve import run_app_in_thread
-from beacon.revue.http import ExchangeLog, HttpCritic, critic_body
+from beacon.revue.http import ExchangeLog, HttpCritic
 from beacon.revue.scripted import ScriptedCritic, chat_completion, create_app
 from beacon.types import Sample
 
@@ -141,10 +141,10 @@ def free_port() -> int:
 @pytest.mark.parametrize(
     ("mode", "status", "error"),
     [
-        ("down", "missing", "ConnectError"),
+        ("down", "missing", "connection error"),
         ("slow", "missing", "timed out"),
         ("error500", "missing", "HTTP 500"),
-        ("not_json_body", "missing", "not JSON"),
+        ("not_json_body", "missing", "malformed reply"),
         ("malformed", "missing", "rejected"),
     ],
 )
@@ -193,8 +193,8 @@ def test_scripted_critic_over_http() -> None:
             states,
             lambda k: Image.new("RGB", (4, 4)),
         )
-        assert critic_body(request, "m")["messages"][1]["content"][2]["type"] == "image_url"
         send = HttpCritic(handle.base_url, "scripted-critic")
+        assert send.request_body(request)["messages"][1]["content"][2]["type"] == "image_url"
 
         async def run():
             try:
