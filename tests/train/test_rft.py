@@ -24,11 +24,11 @@ import yaml
 from beacon.agent.formats import ANSWER_CLOSE
 from beacon.data.scripted import (
     MODEL_NAME,
-    Reply,
     ScriptedSynthExpert,
     create_scripted_app,
     first_image,
 )
+from beacon.engines.scripted_server import ChatReply
 from beacon.engines.serve import ServerHandle, run_app_in_thread
 from beacon.errors import UserError
 from beacon.runfolder import RunFolderMismatch
@@ -50,12 +50,12 @@ class HalfRightExpert(ScriptedSynthExpert):
         super().__init__(seed=0, count=POOL)
         self.requests = 0
 
-    def reply(self, messages: list[dict[str, Any]]) -> Reply:
+    def reply(self, messages: list[dict[str, Any]]) -> ChatReply:
         self.requests += 1
         reply = super().reply(messages)
         odd = int(self.identify(first_image(messages)).id) % 2
         if odd and reply.stop_reason == ANSWER_CLOSE:
-            return Reply(reply.text.rsplit("<answer>", 1)[0] + "<answer>" + WRONG, ANSWER_CLOSE)
+            return ChatReply(reply.text.rsplit("<answer>", 1)[0] + "<answer>" + WRONG, ANSWER_CLOSE)
         return reply
 
 
