@@ -107,6 +107,8 @@ class JsonlWriter:
         self._lock = threading.Lock()
 
     def write(self, obj: dict[str, Any] | str) -> None:
+        """Append one record (a dict, or a ready JSON string) as a line, flushed and fsynced before
+        returning, so a kill never loses a returned write."""
         line = obj if isinstance(obj, str) else json.dumps(obj, ensure_ascii=False)
         data = (line + "\n").encode()
         with self._lock:
@@ -115,6 +117,7 @@ class JsonlWriter:
             os.fsync(self._file.fileno())
 
     def close(self) -> None:
+        """Close the file; lines already written are durable."""
         with self._lock:
             self._file.close()
 

@@ -90,6 +90,8 @@ class ImageTable:
     _index: dict[Path, int] = field(default_factory=dict)
 
     def add(self, path: Path) -> dict[str, Any]:
+        """Register `path` and return what the page shows for it: its URL by index (never the path),
+        name, and whether it can be served."""
         path = path.resolve()
         if path not in self._index:
             self._index[path] = len(self.paths)
@@ -98,6 +100,8 @@ class ImageTable:
         return {"url": url, "name": path.name, "ok": self.servable(path)}
 
     def servable(self, path: Path) -> bool:
+        """True when `path` is a regular file under one of the allowed roots; anything else shows as
+        missing instead of being read."""
         for root in self.roots:
             try:
                 return path_under(path, root).is_file()
@@ -115,6 +119,8 @@ class PageTokens:
         self._lock = threading.Lock()
 
     def issue(self) -> str:
+        """A new write token for a page load; the oldest is dropped past `keep`, so tokens cannot
+        pile up."""
         token = secrets.token_urlsafe(32)
         with self._lock:
             self._tokens[token] = None
@@ -123,6 +129,8 @@ class PageTokens:
         return token
 
     def valid(self, token: str | None) -> bool:
+        """True for a token this server issued and still keeps: writes from pages it did not serve
+        are refused."""
         with self._lock:
             return token is not None and token in self._tokens
 
@@ -377,5 +385,7 @@ def bind(host: str, port: int) -> socket.socket:
 
 
 def url_of(sock: socket.socket) -> str:
+    """The page's address for a bound socket (IPv6 hosts in brackets), as printed for the user to
+    open."""
     host, port = sock.getsockname()[:2]
     return f"http://{f'[{host}]' if ':' in host else host}:{port}/"

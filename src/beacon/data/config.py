@@ -124,6 +124,7 @@ class DataConfig(StrictModel):
 
     @property
     def root(self) -> Path:
+        """`out` as a path: the folder every stage of the pipeline reads from and writes to."""
         return Path(self.out)
 
 

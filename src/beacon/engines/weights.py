@@ -37,6 +37,7 @@ class WeightSpec:
 
     @property
     def nbytes(self) -> int:
+        """Bytes the tensor takes: what a push's body cap is summed from."""
         return torch.Size(self.shape).numel() * self.dtype.itemsize
 
 
