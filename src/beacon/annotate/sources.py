@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from beacon.annotate.records import STAGES
+from beacon.jsonl import read_jsonl
 from beacon.metrics import ConfusionMatrix, agreement, cohens_kappa, confusion_matrix
 
 FIELDS = ("label", "critic", "stage")
@@ -65,15 +66,9 @@ def row_key(row: dict[str, Any]) -> str:
 
 def _read(path: Path) -> list[dict[str, Any]]:
     rows = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except ValueError as exc:
-            raise ValueError(f"{path} line {number} is not valid JSON ({exc})") from exc
+    for number, row in enumerate(read_jsonl(path, whole=True), start=1):
         if not isinstance(row, dict):
-            raise ValueError(f"{path} line {number} is not a JSON object")
+            raise ValueError(f"{path} record {number} is not a JSON object")
         rows.extend(_expand(row))
     return rows
 
