@@ -44,25 +44,24 @@ def check_run_folder(
     it there. Returns the run's identity hash.
 
     `folder_setting` is what the user sets to pick another folder (``--out``,
-    ``train.output_dir``); the errors name it. Without `resume` a folder that already holds a
-    config is refused outright (a trainer's checkpoints would mix with the new run's). A trainer
-    checks in every process with ``write=False`` and records the config from its main process
-    (`write_run_config`) once all have checked, so no process sees another's write.
+    ``train.output_dir``); the errors name it as the fix. Without `resume` a folder that already
+    holds a config is refused outright (a trainer's checkpoints would mix with the new run's). A
+    trainer checks in every process with ``write=False`` and records the config from its main
+    process (`write_run_config`) once all have checked, so no process sees another's write.
     """
     path = folder / config_file
     now = identity(config, operational)
     if path.exists():
         if not resume:
             raise RunFolderMismatch(
-                f"{folder} already holds a run; pass --resume to continue it, or set "
-                f"{folder_setting} to a new folder"
+                f"{folder} already holds a run; pass --resume to continue it, or use a new "
+                f"{folder_setting}"
             )
         changed = identity_diff(_stored_identity(path, operational, folder_setting), now)
         if changed:
             raise RunFolderMismatch(
                 f"{folder} holds a run made with other settings ({'; '.join(changed)}); "
-                f"resuming would mix them. Rerun with those settings, or set {folder_setting} "
-                "to a new folder"
+                f"resuming would mix them. Rerun with those settings, or use a new {folder_setting}"
             )
     if write:
         write_run_config(folder, config, operational, config_file)
@@ -93,10 +92,8 @@ def _stored_identity(
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise RunFolderMismatch(
             f"{path} cannot be read ({' '.join(str(exc).split())}); is this a beacon run "
-            f"folder? Set {folder_setting} to a new folder"
+            f"folder? Use a new {folder_setting}"
         ) from None
     if not isinstance(stored, dict):
-        raise RunFolderMismatch(
-            f"{path} is not a beacon run config; set {folder_setting} to a new folder"
-        )
+        raise RunFolderMismatch(f"{path} is not a beacon run config; use a new {folder_setting}")
     return drop_keys(flatten(stored), operational)
