@@ -7,10 +7,11 @@ from pathlib import Path
 from typing import Literal
 
 import pytest
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from beacon.config import (
     ConfigError,
+    StrictModel,
     config_class_for,
     describe,
     format_describe,
@@ -25,23 +26,19 @@ from beacon.config import (
 )
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-FORBID = ConfigDict(extra="forbid")
 
 
-class NaarConfig(BaseModel):
-    model_config = FORBID
+class NaarConfig(StrictModel):
     code_reward: float = Field(0.5, description="reward for a correct answer that used code")
     penalty: float = Field(0.0, description="subtracted per unused tool call")
 
 
-class RLConfig(BaseModel):
-    model_config = FORBID
+class RLConfig(StrictModel):
     naar: NaarConfig = Field(default_factory=lambda: NaarConfig(code_reward=0.25))
     lr: float = Field(1e-6, description="learning rate of the policy")
 
 
-class RolloutConfig(BaseModel):
-    model_config = FORBID
+class RolloutConfig(StrictModel):
     group_size: int = Field(8, description="samples per prompt")
     temperatures: list[float] = Field(default_factory=lambda: [1.0])
 
@@ -52,15 +49,13 @@ class RolloutConfig(BaseModel):
         return self
 
 
-class EngineConfig(BaseModel):
-    model_config = FORBID
+class EngineConfig(StrictModel):
     name: Literal["hf", "vllm", "openai"] = Field("hf", description="generation backend")
     model: str | None = Field(None, description="model folder or hub id")
     stop: list[str] = Field(default_factory=list, description="extra stop strings")
 
 
-class TrainConfig(BaseModel):
-    model_config = FORBID
+class TrainConfig(StrictModel):
     run_name: str = Field(description="folder name under runs/")
     rl: RLConfig = Field(default_factory=RLConfig)
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)
@@ -352,8 +347,7 @@ def test_shipped_config_loads(path, tmp_path):
     assert load_config(cls, path=write(tmp_path, to_yaml(config))) == config
 
 
-class Job(BaseModel):
-    model_config = FORBID
+class Job(StrictModel):
     engine: EngineConfig = Field(default_factory=EngineConfig)
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)
     out: str = "runs/x"

@@ -16,7 +16,7 @@ from PIL import Image
 
 from beacon.config import load_config
 from beacon.eval.config import EvalConfig
-from beacon.eval.runner import check_run_folder
+from beacon.runfolder import check_run_folder
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 INFO_LOG = re.compile(r"^\d{4}-\d\d-\d\d [\d:,]+ (DEBUG|INFO) ")  # progress logs, not errors
@@ -44,7 +44,8 @@ def workdir(tmp_path: Path) -> Path:
     (tmp_path / "afile").write_text("x")
     (tmp_path / "crop.py").write_text("print(image.size)\n")
     (tmp_path / "run").mkdir()
-    check_run_folder(tmp_path / "run", load_config(EvalConfig, overrides=["out=run"]))
+    config = load_config(EvalConfig, overrides=["out=run"])
+    check_run_folder(tmp_path / "run", config, EvalConfig.OPERATIONAL_KEYS, folder_setting="--out")
     return tmp_path
 
 

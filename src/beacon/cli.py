@@ -68,8 +68,6 @@ def _options(
         level=logging.DEBUG if verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    if not verbose:  # one INFO line per HTTP request would break the progress bar
-        logging.getLogger("httpx").setLevel(logging.WARNING)
 
 
 app.add_typer(sandbox_cli.app, name="sandbox")

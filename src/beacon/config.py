@@ -1,9 +1,9 @@
 """Configs: pydantic models + YAML files + ``--set a.b.c=value`` overrides.
 
-Every setting is declared once, in a pydantic model (``extra="forbid"``) with its default and a
-``Field(description=...)`` that is its documentation (STYLE.md §5). pydantic does the type
-checking; this module only merges YAML and ``--set`` into one tree, validates it once and turns
-pydantic's errors into our one-line-per-problem ``ConfigError``::
+Every setting is declared once, in a ``StrictModel`` (pydantic, ``extra="forbid"``) with its
+default and a ``Field(description=...)`` that is its documentation (STYLE.md §5). pydantic does
+the type checking; this module only merges YAML and ``--set`` into one tree, validates it once
+and turns pydantic's errors into our one-line-per-problem ``ConfigError``::
 
     cfg = load_config(EvalConfig, path="configs/eval_synth.yaml", overrides=["engine.name=hf"])
     text = to_yaml(cfg)   # the resolved config; load_config reads it back to an equal object
@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
 
 import yaml
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -132,6 +132,14 @@ class _Dumper(yaml.SafeDumper):
 
 for _cls in (_Loader, _Dumper):
     _cls.add_implicit_resolver("tag:yaml.org,2002:float", _EXP_FLOAT, list("-+0123456789."))
+
+
+class StrictModel(BaseModel):
+    """The base of every settings section and request body: an unknown key is an error that
+    names it (a typo never silently takes the default), and an assignment is validated like a
+    load, so a config object never holds a value its file could not."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
 class ConfigError(ValueError):
@@ -275,6 +283,23 @@ def identity_diff(before: Mapping[str, Any], now: Mapping[str, Any]) -> list[str
         for k in keys
         if before.get(k, missing) != now.get(k, missing)
     ]
+
+
+NO_DEFAULT = object()
+"""What `field_default` returns for a required setting, or a key no model declares."""
+
+
+def field_default(cls: type[BaseModel], key: str) -> Any:
+    """The JSON-ready default of the dotted setting `key` of `cls` (`NO_DEFAULT` if none)."""
+    *sections, name = key.split(".")
+    model: type[BaseModel] | None = cls
+    for section in sections:
+        info = model.model_fields.get(section) if model is not None else None
+        model = _model_of(info.annotation) if info is not None else None
+    info = model.model_fields.get(name) if model is not None else None
+    if info is None or info.is_required():
+        return NO_DEFAULT
+    return _plain(info.get_default(call_default_factory=True))
 
 
 def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -345,6 +345,7 @@ class ImageStore:
         self._keys: PerImage[str] = PerImage(self._put)
 
     def path(self, key: str) -> Path:
+        """Where the PNG of `key` lives (two-character fan-out folders keep directories small)."""
         return self.root / key[:2] / f"{key}.png"
 
     def put(self, image: Image.Image) -> str:
@@ -367,6 +368,7 @@ class ImageStore:
         return key
 
     def get(self, key: str) -> Image.Image:
+        """The stored image of `key`, decoded (and checked) by `load_image`."""
         return load_image(self.path(key))
 
     def header(self, key: str) -> Image.Image:

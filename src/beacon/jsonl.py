@@ -1,5 +1,6 @@
 """JSON Lines files that survive `kill -9`: one reader, one appender, one atomic writer, and one
-policy for a bad line, used by every run folder (eval, data, training, annotation).
+policy for a bad line, used by every run folder (eval, data, training, annotation) and for the
+JSONL files others wrote (datasets, label exports).
 
 A line is committed when it, newline included, is flushed and fsynced (`JsonlWriter`). A file
 derived whole from others is written through a temporary name and `os.replace`
@@ -13,6 +14,11 @@ The bad-line policy (`read_jsonl`):
 - an unparsable line **anywhere else** is corruption, not a kill: `CorruptJsonl` names the file
   and line and says what to do. Nothing guesses around it;
 - blank lines are skipped.
+
+A file written whole by someone else (`whole=True`: a dataset, an export, a label file) has no
+torn line: its last line needs no newline, and an unparsable line anywhere is `CorruptJsonl`.
+`parse_jsonl` applies either policy to lines that do not come from a file of their own (an
+archive member).
 """
 
 from __future__ import annotations
@@ -69,33 +75,46 @@ def _last_good_end(tail: bytes, from_file_start: bool) -> int:
     return end
 
 
-def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
+def read_jsonl(path: Path, *, whole: bool = False) -> Iterator[dict[str, Any]]:
     """Parsed lines of ``path`` under the module's policy: a torn last line (unterminated, or
     unparsable) is skipped, an unparsable line elsewhere raises `CorruptJsonl`. A missing file
-    reads as empty."""
-    if not path.exists():
+    reads as empty. With `whole` (a file someone else wrote whole) every line must parse, the
+    last one needs no newline, and a missing file raises FileNotFoundError."""
+    if not whole and not path.exists():
         return
     with path.open("rb") as f:
-        bad_line = 0  # an unparsable line is torn if it is the last one, else corruption
-        for number, raw in enumerate(f, start=1):
-            if bad_line:
+        yield from parse_jsonl(f, str(path), whole=whole)
+
+
+def parse_jsonl(
+    lines: Iterable[bytes], source: str, *, whole: bool = False
+) -> Iterator[dict[str, Any]]:
+    """Parsed `lines` (each with its newline, as a binary file yields them) under
+    `read_jsonl`'s policy; `source` names them in messages."""
+    bad_line = 0  # an unparsable line is torn if it is the last one, else corruption
+    for number, raw in enumerate(lines, start=1):
+        if bad_line:
+            raise CorruptJsonl(
+                f"{source}:{bad_line} is not valid JSON, and only the last line may be torn "
+                "by a killed run. Delete or repair that line, then rerun."
+            )
+        if not whole and not raw.endswith(b"\n"):
+            logger.warning("%s: skipping the unterminated last line %d", source, number)
+            return
+        if not raw.strip():
+            continue
+        try:
+            record = json.loads(raw)
+        except ValueError:
+            if whole:
                 raise CorruptJsonl(
-                    f"{path}:{bad_line} is not valid JSON, and only the last line may be torn "
-                    "by a killed run. Delete or repair that line, then rerun."
-                )
-            if not raw.endswith(b"\n"):
-                logger.warning("%s: skipping the unterminated last line %d", path, number)
-                return
-            if not raw.strip():
-                continue
-            try:
-                record = json.loads(raw)
-            except ValueError:
-                bad_line = number
-                continue
-            yield record
+                    f"{source}:{number} is not valid JSON; repair or delete that line"
+                ) from None
+            bad_line = number
+            continue
+        yield record
     if bad_line:
-        logger.warning("%s: skipping the torn last line %d", path, bad_line)
+        logger.warning("%s: skipping the torn last line %d", source, bad_line)
 
 
 class JsonlWriter:
@@ -107,6 +126,8 @@ class JsonlWriter:
         self._lock = threading.Lock()
 
     def write(self, obj: dict[str, Any] | str) -> None:
+        """Append one record (a dict, or a ready JSON string) as a line, flushed and fsynced before
+        returning, so a kill never loses a returned write."""
         line = obj if isinstance(obj, str) else json.dumps(obj, ensure_ascii=False)
         data = (line + "\n").encode()
         with self._lock:
@@ -115,6 +136,7 @@ class JsonlWriter:
             os.fsync(self._file.fileno())
 
     def close(self) -> None:
+        """Close the file; lines already written are durable."""
         with self._lock:
             self._file.close()
 

@@ -239,14 +239,20 @@ class Trajectory:
 
     @property
     def num_tool_calls(self) -> int:
+        """Tool calls the sandbox executed: the count behind the tool-call rate and NAAR's code
+        reward."""
         return sum(c.executed for c in self.tool_calls)
 
     @property
     def attempted_tool_calls(self) -> int:
+        """Tool calls the model wrote, executed or not (notool mode runs none but counts the
+        attempts)."""
         return len(self.tool_calls)
 
     @property
     def code_tokens(self) -> int:
+        """Generated tokens inside code segments, counted apart because code is sampled at its own
+        temperature."""
         return sum(len(s.token_ids) for s in self.segments if s.kind == "code")
 
     @property
@@ -266,14 +272,20 @@ class Trajectory:
 
     @property
     def token_ids(self) -> list[int]:
+        """Every segment's token ids in order: the exact sequence the trainer scores, never a
+        re-tokenization of the text."""
         return [t for s in self.segments for t in s.token_ids]
 
     @property
     def loss_mask(self) -> list[int]:
+        """1 where a token carries loss (the model's own generated tokens), 0 on prompt and
+        observation tokens; aligned with `token_ids`."""
         return [m for s in self.segments for m in s.loss_mask]
 
     @property
     def has_token_ids(self) -> bool:
+        """True when every segment with text has its token ids, so the trajectory can be trained on
+        (a text-only served engine gives none)."""
         return all(s.token_ids or not s.text for s in self.segments)
 
     def to_json(self) -> str:
@@ -282,6 +294,8 @@ class Trajectory:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Trajectory:
+        """Rebuild a trajectory from `dataclasses.asdict` output (nested segments, calls, evidence,
+        gate), as stored in trajectories.jsonl."""
         data = dict(data)
         data["segments"] = [Segment(**s) for s in data.get("segments", [])]
         data["tool_calls"] = [ToolCall(**c) for c in data.get("tool_calls", [])]
@@ -294,4 +308,5 @@ class Trajectory:
 
     @classmethod
     def from_json(cls, line: str) -> Trajectory:
+        """Inverse of `to_json`: one JSON line back to a trajectory."""
         return cls.from_dict(json.loads(line))

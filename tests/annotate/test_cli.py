@@ -87,7 +87,7 @@ def test_agreement_errors_say_what_to_pass(tmp_path: Path) -> None:
     assert result.exit_code == 1 and "no file" in result.output
     path.write_text("[1, 2]\n")
     result = runner.invoke(app, ["critic", "agreement", str(path), str(path)])
-    assert result.exit_code == 1 and "line 1 is not a JSON object" in result.output
+    assert result.exit_code == 1 and "record 1 is not a JSON object" in result.output
 
 
 def test_annotate_refuses_a_foreign_file(tmp_path: Path) -> None:

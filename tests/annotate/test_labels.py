@@ -32,6 +32,8 @@ def test_torn_last_line_is_skipped(tmp_path: Path) -> None:
     with log.path.open("ab") as f:
         f.write(b'{"id": "r2", "annot')  # a crash mid-write
     assert list(log.latest("ann")) == ["r1"]
+    log.append("r3", HumanLabel(stage="GROUND", annotator="ann"))  # cuts the torn line first
+    assert list(log.latest("ann")) == ["r1", "r3"]
 
 
 WRITER = """

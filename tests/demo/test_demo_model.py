@@ -12,10 +12,10 @@ import pytest
 from beacon.agent.formats import THYME
 from beacon.agent.prompts import image_lines
 from beacon.benchmarks.synth_demo import coords, generate
-from beacon.data.scripted import decode_data_url
 from beacon.demo import expert as expert_module
 from beacon.demo.expert import ScriptedDemoExpert, crop_box, crop_code
 from beacon.demo.model import PHRASES, demo_tokenizer, make_demo_model
+from beacon.engines.scripted_server import decode_data_url
 
 
 @pytest.fixture(scope="module")

@@ -7,23 +7,12 @@ import gc
 import socket
 
 import pytest
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 from beacon.engines.base import GenerationRequest, SamplingParams
 from beacon.engines.openai import OpenAIEngine
+from beacon.engines.scripted_server import chat_app
 from beacon.engines.serve import run_app_in_thread
-
-OK = {
-    "choices": [
-        {
-            "index": 0,
-            "message": {"role": "assistant", "content": "fine"},
-            "finish_reason": "stop",
-            "stop_reason": None,
-        }
-    ]
-}
 
 
 class Script:
@@ -34,33 +23,30 @@ class Script:
         self.attempts = 0
         self.bodies: list[dict] = []
 
-
-@pytest.fixture(scope="module")
-def fault_server():
-    script = Script()
-    app = FastAPI()
-
-    @app.post("/v1/chat/completions")
-    async def chat(request: Request):
-        script.bodies.append(await request.json())
-        reply = script.replies[min(script.attempts, len(script.replies) - 1)]
-        script.attempts += 1
+    async def reply(self, body: dict) -> str | Response:
+        self.bodies.append(body)
+        reply = self.replies[min(self.attempts, len(self.replies) - 1)]
+        self.attempts += 1
         if reply == "ok":
-            return OK
+            return "fine"
         if reply == "slow":
             await asyncio.sleep(2.0)
-            return OK
+            return "fine"
         if reply == "garbage":
             return PlainTextResponse("<html>not json</html>")
         if reply == "no-choices":
-            return {"object": "chat.completion"}
+            return JSONResponse({"object": "chat.completion"})
         if reply == "list-400":
             return JSONResponse(["bad", "request"], 400)
         status = int(reply)
         headers = {"Retry-After": "0"} if status == 429 else {}
         return JSONResponse({"error": {"message": f"boom {status}"}}, status, headers=headers)
 
-    handle = run_app_in_thread(app)
+
+@pytest.fixture(scope="module")
+def fault_server():
+    script = Script()
+    handle = run_app_in_thread(chat_app(script.reply, "m"))
     yield handle.base_url, script
     handle.stop()
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI
 
 from beacon.agent.config import AgentConfig
+from beacon.engines.scripted_server import chat_app
 from beacon.engines.serve import run_app_in_thread
 from beacon.eval.config import EvalConfig, JudgeConfig
 from beacon.eval.runner import run_eval
@@ -15,28 +16,12 @@ from beacon.eval.runner import run_eval
 
 def judge_server(seen: list[dict]) -> FastAPI:
     """A judge that calls every answer correct, speaking the chat-completions protocol."""
-    app = FastAPI()
 
-    @app.post("/v1/chat/completions")
-    async def chat(request: Request) -> dict:
-        body = await request.json()
+    def reply(body: dict) -> str:
         seen.append(body)
-        return {
-            "id": f"chatcmpl-{len(seen)}",
-            "object": "chat.completion",
-            "created": 0,
-            "model": body["model"],
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": "CORRECT"},
-                    "finish_reason": "stop",
-                }
-            ],
-            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-        }
+        return "CORRECT"
 
-    return app
+    return chat_app(reply, "judge-1")
 
 
 def test_undecided_answers_go_to_the_judge_and_are_cached(tmp_path: Path, tiny_model_path) -> None:

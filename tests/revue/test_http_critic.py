@@ -14,14 +14,15 @@ import socket
 from collections.abc import Iterator
 
 import pytest
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from PIL import Image
 
 from beacon import revue
+from beacon.engines.scripted_server import chat_app
 from beacon.engines.serve import run_app_in_thread
-from beacon.revue.http import ExchangeLog, HttpCritic, critic_body
-from beacon.revue.scripted import ScriptedCritic, chat_completion, create_app
+from beacon.revue.http import ExchangeLog, HttpCritic
+from beacon.revue.scripted import ScriptedCritic, create_app
 from beacon.types import Sample
 
 from .helpers import labels, make_trajectory
@@ -61,14 +62,10 @@ FAULTS = {
 }
 
 
-def fault_app() -> FastAPI:
-    app = FastAPI()
-    app.state.calls = 0
+def fault_app(mode: str) -> FastAPI:
+    """A critic endpoint that answers every request in one fault `mode`."""
 
-    @app.post("/{mode}/v1/chat/completions")
-    async def complete(mode: str, request: Request) -> object:
-        app.state.calls += 1
-        body = await request.json()
+    async def reply(body: dict) -> str | Response:
         assert body["response_format"]["json_schema"]["strict"] is True
         assert body["temperature"] == 0.0 and body["max_tokens"] == 2048
         if mode == "slow":
@@ -78,17 +75,20 @@ def fault_app() -> FastAPI:
         if mode == "not_json_body":
             return PlainTextResponse("<html>gateway</html>")
         if mode == "good":
-            return chat_completion(json.dumps(GOOD))
-        return chat_completion(FAULTS[mode])
+            return json.dumps(GOOD)
+        return FAULTS[mode]
 
-    return app
+    return chat_app(reply, "critic")
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[tuple[str, FastAPI]]:
-    app = fault_app()
-    handle = run_app_in_thread(app)
-    yield handle.base_url.removesuffix("/v1"), app
+def server() -> Iterator[str]:
+    """One server, each fault mode mounted under its own prefix (`/{mode}/v1/...`)."""
+    root = FastAPI()
+    for mode in ("slow", "error500", "not_json_body", "good", *FAULTS):
+        root.mount(f"/{mode}", fault_app(mode))
+    handle = run_app_in_thread(root)
+    yield handle.base_url.removesuffix("/v1")
     handle.stop()
 
 
@@ -123,9 +123,8 @@ def ask(url: str, labels_correct: bool = False, timeout_s: float = 2.0, log=None
 
 
 def test_good_reply_assembles(server, tmp_path) -> None:
-    base, _ = server
     log = ExchangeLog(tmp_path / "critic.jsonl")
-    reply, assembly = ask(f"{base}/good/v1", log=log.writer(step=1, group=0))
+    reply, assembly = ask(f"{server}/good/v1", log=log.writer(step=1, group=0))
     assert reply.attempts == 1 and assembly.status == "complete"
     record = json.loads((tmp_path / "critic.jsonl").read_text().splitlines()[0])
     assert record["step"] == 1 and json.loads(record["response"]) == GOOD
@@ -141,16 +140,15 @@ def free_port() -> int:
 @pytest.mark.parametrize(
     ("mode", "status", "error"),
     [
-        ("down", "missing", "ConnectError"),
+        ("down", "missing", "connection error"),
         ("slow", "missing", "timed out"),
         ("error500", "missing", "HTTP 500"),
-        ("not_json_body", "missing", "not JSON"),
+        ("not_json_body", "missing", "malformed reply"),
         ("malformed", "missing", "rejected"),
     ],
 )
 def test_transport_and_parse_faults_fall_back(server, mode, status, error) -> None:
-    base, _ = server
-    url = f"http://127.0.0.1:{free_port()}/v1" if mode == "down" else f"{base}/{mode}/v1"
+    url = f"http://127.0.0.1:{free_port()}/v1" if mode == "down" else f"{server}/{mode}/v1"
     reply, assembly = ask(url, timeout_s=0.5)
     assert reply.output is None and reply.attempts == 2  # one retry, then the fallback
     assert error in reply.error
@@ -168,8 +166,7 @@ def test_transport_and_parse_faults_fall_back(server, mode, status, error) -> No
     ],
 )
 def test_invalid_outputs_fall_back(server, mode, problem) -> None:
-    base, _ = server
-    reply, assembly = ask(f"{base}/{mode}/v1", labels_correct=mode == "contradictory")
+    reply, assembly = ask(f"{server}/{mode}/v1", labels_correct=mode == "contradictory")
     assert reply.output is not None  # it parsed; Algorithm 4 rejects it
     assert assembly.status == "invalid" and any(problem in p for p in assembly.problems)
     assert revue.coverage_counts(revue.slot_statuses(assembly))["invalid"] == 2
@@ -193,8 +190,8 @@ def test_scripted_critic_over_http() -> None:
             states,
             lambda k: Image.new("RGB", (4, 4)),
         )
-        assert critic_body(request, "m")["messages"][1]["content"][2]["type"] == "image_url"
         send = HttpCritic(handle.base_url, "scripted-critic")
+        assert send.request_body(request)["messages"][1]["content"][2]["type"] == "image_url"
 
         async def run():
             try:

@@ -10,7 +10,7 @@ from PIL import Image
 from beacon import revue
 from beacon.benchmarks.synth_demo import coords, generate
 from beacon.revue.critic_output import parse_critic_output
-from beacon.revue.http import critic_body
+from beacon.revue.http import HttpCritic
 from beacon.revue.scripted import ScriptedCritic, first_image, request_text, task_fields
 
 from .helpers import labels, make_trajectory
@@ -35,7 +35,7 @@ def ask(sample, trajectories):
     request = revue.build_critic_request(
         sample.question, sample.answer, trajectories, correct, states, load
     )
-    messages = critic_body(request, "scripted-critic")["messages"]
+    messages = HttpCritic("http://unused/v1", "scripted-critic").request_body(request)["messages"]
     answer = ScriptedCritic([sample]).answer(request_text(messages), first_image(messages))
     output = parse_critic_output(json.dumps(answer))
     return revue.check_and_assemble(output, states, correct, request.shown_image_ids), output

@@ -24,15 +24,15 @@ import yaml
 from beacon.agent.formats import ANSWER_CLOSE
 from beacon.data.scripted import (
     MODEL_NAME,
-    Reply,
     ScriptedSynthExpert,
     create_scripted_app,
     first_image,
 )
+from beacon.engines.scripted_server import ChatReply
 from beacon.engines.serve import ServerHandle, run_app_in_thread
 from beacon.errors import UserError
+from beacon.runfolder import RunFolderMismatch
 from beacon.train.core.metrics import read_metrics
-from beacon.train.core.rundir import RunFolderError
 from beacon.train.rft import run_rft
 from beacon.train.rft.config import RFTConfig
 
@@ -50,12 +50,12 @@ class HalfRightExpert(ScriptedSynthExpert):
         super().__init__(seed=0, count=POOL)
         self.requests = 0
 
-    def reply(self, messages: list[dict[str, Any]]) -> Reply:
+    def reply(self, messages: list[dict[str, Any]]) -> ChatReply:
         self.requests += 1
         reply = super().reply(messages)
         odd = int(self.identify(first_image(messages)).id) % 2
         if odd and reply.stop_reason == ANSWER_CLOSE:
-            return Reply(reply.text.rsplit("<answer>", 1)[0] + "<answer>" + WRONG, ANSWER_CLOSE)
+            return ChatReply(reply.text.rsplit("<answer>", 1)[0] + "<answer>" + WRONG, ANSWER_CLOSE)
         return reply
 
 
@@ -164,12 +164,12 @@ def test_rft_rerun_is_a_noop_and_other_settings_are_refused(
     assert {p: p.read_bytes() for p in reference.rglob("*.json*")} == before
     assert not (reference / "sft" / "checkpoint-4").exists()
 
-    with pytest.raises(RunFolderError, match="--resume"):
+    with pytest.raises(RunFolderMismatch, match="--resume"):
         rft(tiny_model_path, teacher, reference)
     other = settings(tiny_model_path, teacher.server.base_url, reference)
     other["rollout"]["group_size"] = 3
     other["filter"] = {"require_tool": True}
-    with pytest.raises(RunFolderError, match=r"filter\.require_tool.*rollout\.group_size"):
+    with pytest.raises(RunFolderMismatch, match=r"filter\.require_tool.*rollout\.group_size"):
         run_rft(RFTConfig.model_validate(other), resume=True)
     moved = settings(tiny_model_path, "http://127.0.0.1:9/v1", reference)
     run_rft(RFTConfig.model_validate(moved), resume=True)  # a server address is operational

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from beacon.config import ConfigError, load_config
-from beacon.train.core.rundir import RunFolderError, check_run_dir, write_config
+from beacon.runfolder import RunFolderMismatch, check_run_folder, write_run_config
+from beacon.train.core.config import OPERATIONAL_KEYS
 from beacon.train.sft import SFTConfig
 
 REPO = Path(__file__).resolve().parents[2]
@@ -39,15 +40,27 @@ def test_warmup_must_fit_the_run() -> None:
         load_config(SFTConfig, SHIPPED[0], ["train.warmup_steps=5000"])
 
 
+def check(run_dir: Path, cfg: SFTConfig, resume: bool) -> None:
+    """The check every trainer process makes before the main one writes config.yaml."""
+    check_run_folder(
+        run_dir,
+        cfg,
+        OPERATIONAL_KEYS,
+        folder_setting="train.output_dir",
+        resume=resume,
+        write=False,
+    )
+
+
 def test_resume_refuses_another_config_and_names_the_keys(tmp_path: Path) -> None:
     cfg = load_config(SFTConfig, SHIPPED[0], [f"train.output_dir={tmp_path}"])
-    check_run_dir(tmp_path, cfg, resume=False)
-    write_config(tmp_path, cfg)
-    with pytest.raises(RunFolderError, match="--resume"):
-        check_run_dir(tmp_path, cfg, resume=False)
-    check_run_dir(tmp_path, cfg, resume=True)
+    check(tmp_path, cfg, resume=False)
+    write_run_config(tmp_path, cfg, OPERATIONAL_KEYS)
+    with pytest.raises(RunFolderMismatch, match="--resume"):
+        check(tmp_path, cfg, resume=False)
+    check(tmp_path, cfg, resume=True)
     # an operational key may change on resume
-    check_run_dir(
+    check(
         tmp_path,
         cfg.model_copy(update={"train": cfg.train.model_copy(update={"keep_last": 5})}),
         True,
@@ -57,5 +70,5 @@ def test_resume_refuses_another_config_and_names_the_keys(tmp_path: Path) -> Non
         SHIPPED[0],
         [f"train.output_dir={tmp_path}", "train.lr=0.5", "data.max_length=64"],
     )
-    with pytest.raises(RunFolderError, match=r"data\.max_length: .*; train\.lr: "):
-        check_run_dir(tmp_path, other, resume=True)
+    with pytest.raises(RunFolderMismatch, match=r"data\.max_length: .*; train\.lr: "):
+        check(tmp_path, other, resume=True)

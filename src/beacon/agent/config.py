@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
+from beacon.config import StrictModel
 from beacon.engines.config import EngineConfig
 
 
-class GateConfig(BaseModel):
+class GateConfig(StrictModel):
     """The inference gate of `gated` mode (beacon.agent.gate): p_tool decides the path."""
-
-    model_config = ConfigDict(extra="forbid")
 
     threshold: float = Field(
         0.7, ge=0, le=1, description="gated: p_tool below this runs notool, at or above it tool"
@@ -22,10 +21,8 @@ class GateConfig(BaseModel):
     )
 
 
-class AgentConfig(BaseModel):
+class AgentConfig(StrictModel):
     """Episode limits, sampling and the tool protocol."""
-
-    model_config = ConfigDict(extra="forbid")
 
     format: str = Field(
         "thyme", description="tool protocol: thyme (<code> tags) or tool_call (Qwen JSON)"

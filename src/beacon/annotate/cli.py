@@ -17,6 +17,8 @@ class ServeByDefault(TyperGroup):
     """`beacon annotate FILE.jsonl` means `beacon annotate serve FILE.jsonl`."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """Prepend `serve` when the first argument is a file, not a subcommand or option, so the
+        common case needs no subcommand."""
         if args and args[0] not in self.commands and not args[0].startswith("-"):
             args = ["serve", *args]
         return super().parse_args(ctx, args)

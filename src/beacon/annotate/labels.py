@@ -5,22 +5,21 @@ Every save appends one line `{"id", "annotator", "stage", "note", "time"}`, unde
 and fsynced before the request returns (so a closed browser or a killed server loses nothing).
 The current label of a rollout is the **last line per (annotator, id)**: each annotator keeps
 their own labels, which is what inter-annotator agreement needs, and a relabel overrides the
-earlier one without rewriting the file. A torn last line (a crash mid-write) is skipped on read.
+earlier one without rewriting the file. The file follows `beacon.jsonl`'s policy: a torn last
+line (a crash mid-write) is skipped on read and cut off before the next label is appended.
 """
 
 from __future__ import annotations
 
 import fcntl
 import json
-import logging
 import os
 import threading
 import time
 from pathlib import Path
 
 from beacon.annotate.records import HumanLabel
-
-logger = logging.getLogger(__name__)
+from beacon.jsonl import read_jsonl, repair_jsonl
 
 
 class LabelLog:
@@ -42,9 +41,12 @@ class LabelLog:
             "time": round(time.time(), 3),
         }
         data = (json.dumps(entry, ensure_ascii=False) + "\n").encode()
-        with self._lock, self.path.open("ab") as f:
+        with self._lock, self.path.open("a+b") as f:
             fcntl.flock(f, fcntl.LOCK_EX)
             try:
+                size = f.seek(0, os.SEEK_END)
+                if size and os.pread(f.fileno(), 1, size - 1) != b"\n":
+                    repair_jsonl(self.path)  # a writer died mid-line: cut it before appending
                 f.write(data)
                 f.flush()
                 os.fsync(f.fileno())
@@ -53,20 +55,8 @@ class LabelLog:
         return entry
 
     def entries(self) -> list[dict]:
-        """Every complete line, in write order."""
-        with self.path.open("rb") as f:
-            fcntl.flock(f, fcntl.LOCK_SH)
-            try:
-                raw = f.read()
-            finally:
-                fcntl.flock(f, fcntl.LOCK_UN)
-        out = []
-        for line in raw.split(b"\n")[:-1]:  # the part after the last newline is torn or empty
-            try:
-                out.append(json.loads(line))
-            except ValueError:
-                logger.warning("skipping an unparsable line in %s", self.path)
-        return out
+        """Every complete line, in write order (a line being appended is not complete yet)."""
+        return list(read_jsonl(self.path))
 
     def latest(self, annotator: str | None = None) -> dict[str, dict]:
         """The current label of each rollout id (last write wins), for one annotator or all.

@@ -79,6 +79,8 @@ class AnnotationRow(BaseModel):
         return value
 
     def parsed_trajectory(self) -> Trajectory:
+        """The row's trajectory as a `Trajectory` (the row keeps the dict so an export writes back
+        what was read)."""
         return Trajectory.from_dict(self.trajectory)
 
 

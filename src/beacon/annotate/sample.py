@@ -48,6 +48,8 @@ class Group:
 
     @property
     def group_type(self) -> str:
+        """`all_correct`, `all_wrong` or `mixed`: the verdict mix that decides which critic prompt
+        variant the group gets."""
         correct = [bool(r["correct"]) for r in self.records]
         return "all_correct" if all(correct) else "all_wrong" if not any(correct) else "mixed"
 

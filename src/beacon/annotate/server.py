@@ -35,7 +35,7 @@ from typing import Any
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import FileResponse, HTMLResponse, PlainTextResponse, Response
 from fastapi.staticfiles import StaticFiles
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from beacon.annotate.labels import LabelLog
 from beacon.annotate.records import (
@@ -46,6 +46,7 @@ from beacon.annotate.records import (
     Label,
     parse_rows,
 )
+from beacon.config import StrictModel
 from beacon.files import FileRefused, path_under
 from beacon.images import ImageStore
 
@@ -60,20 +61,18 @@ _WILDCARD = frozenset({"", "0.0.0.0", "::"})
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9_-]+")
 
 
-class LabelIn(BaseModel):
+class LabelIn(StrictModel):
     """A label as the page posts it."""
 
-    model_config = ConfigDict(extra="forbid")
     id: str = Field(description="Rollout id.")
     stage: Label | None = Field(description="Stage or SKIP; None saves a note alone.")
     note: str = Field("", description="Free-text note.")
     annotator: str = Field("", description="Who labels; empty means the server's default.")
 
 
-class ImportIn(BaseModel):
+class ImportIn(StrictModel):
     """An exported JSONL of this file, as the page posts it."""
 
-    model_config = ConfigDict(extra="forbid")
     text: str = Field(description="The JSONL text.")
     annotator: str = Field("", description="Whose labels unnamed ones become; empty: default.")
 
@@ -91,6 +90,8 @@ class ImageTable:
     _index: dict[Path, int] = field(default_factory=dict)
 
     def add(self, path: Path) -> dict[str, Any]:
+        """Register `path` and return what the page shows for it: its URL by index (never the path),
+        name, and whether it can be served."""
         path = path.resolve()
         if path not in self._index:
             self._index[path] = len(self.paths)
@@ -99,6 +100,8 @@ class ImageTable:
         return {"url": url, "name": path.name, "ok": self.servable(path)}
 
     def servable(self, path: Path) -> bool:
+        """True when `path` is a regular file under one of the allowed roots; anything else shows as
+        missing instead of being read."""
         for root in self.roots:
             try:
                 return path_under(path, root).is_file()
@@ -116,6 +119,8 @@ class PageTokens:
         self._lock = threading.Lock()
 
     def issue(self) -> str:
+        """A new write token for a page load; the oldest is dropped past `keep`, so tokens cannot
+        pile up."""
         token = secrets.token_urlsafe(32)
         with self._lock:
             self._tokens[token] = None
@@ -124,6 +129,8 @@ class PageTokens:
         return token
 
     def valid(self, token: str | None) -> bool:
+        """True for a token this server issued and still keeps: writes from pages it did not serve
+        are refused."""
         with self._lock:
             return token is not None and token in self._tokens
 
@@ -378,5 +385,7 @@ def bind(host: str, port: int) -> socket.socket:
 
 
 def url_of(sock: socket.socket) -> str:
+    """The page's address for a bound socket (IPv6 hosts in brackets), as printed for the user to
+    open."""
     host, port = sock.getsockname()[:2]
     return f"http://{f'[{host}]' if ':' in host else host}:{port}/"

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from beacon.annotate.records import STAGES
+from beacon.jsonl import read_jsonl
 from beacon.metrics import ConfusionMatrix, agreement, cohens_kappa, confusion_matrix
 
 FIELDS = ("label", "critic", "stage")
@@ -57,6 +58,7 @@ class PairResult:
 
 
 def row_key(row: dict[str, Any]) -> str:
+    """The key a label is matched by across sources: the row's `id`, else `group_id/rollout_id`."""
     if "id" in row:
         return str(row["id"])
     return f"{row['group_id']}/{row['rollout_id']}"
@@ -64,15 +66,9 @@ def row_key(row: dict[str, Any]) -> str:
 
 def _read(path: Path) -> list[dict[str, Any]]:
     rows = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except ValueError as exc:
-            raise ValueError(f"{path} line {number} is not valid JSON ({exc})") from exc
+    for number, row in enumerate(read_jsonl(path, whole=True), start=1):
         if not isinstance(row, dict):
-            raise ValueError(f"{path} line {number} is not a JSON object")
+            raise ValueError(f"{path} record {number} is not a JSON object")
         rows.extend(_expand(row))
     return rows
 
@@ -127,6 +123,8 @@ def _per_annotator(spec: str, rows: list[dict[str, Any]]) -> list[LabelSource]:
 
 
 def load_sources(specs: list[str]) -> list[LabelSource]:
+    """The label sources named by `specs` (`file.jsonl:field`); at least two, since agreement needs
+    a pair."""
     sources = [s for spec in specs for s in load_source(spec)]
     if len(sources) < 2:
         raise ValueError(
@@ -158,6 +156,7 @@ def compare(a: LabelSource, b: LabelSource) -> PairResult:
 
 
 def compare_all(sources: list[LabelSource]) -> list[PairResult]:
+    """`compare` for every pair of sources, in the order given."""
     return [compare(a, b) for a, b in itertools.combinations(sources, 2)]
 
 
@@ -191,6 +190,9 @@ def format_report(results: list[PairResult]) -> str:
 
 
 def report_json(results: list[PairResult]) -> str:
+    """The results as JSON, with NaN (kappa of a single-label pair) written as null so the output is
+    valid JSON."""
+
     def clean(value: Any) -> Any:
         if isinstance(value, float) and math.isnan(value):
             return None

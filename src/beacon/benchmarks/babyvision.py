@@ -26,7 +26,7 @@ subtype ("subtype/<type>/<subtype>") and `accuracy`.
 
 from __future__ import annotations
 
-import json
+import io
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
@@ -45,6 +45,7 @@ from beacon.benchmarks.tables import (
     text,
     with_fields,
 )
+from beacon.jsonl import parse_jsonl
 from beacon.types import ImageSource, Sample
 
 META_FILE = "meta_data.jsonl"
@@ -140,10 +141,9 @@ def _zip_rows(path: Path) -> Iterator[Row]:
     if member is None:
         raise FileNotFoundError(f"{path} holds no {META_FILE}; is it babyvision_data.zip?")
     prefix = member.removesuffix(META_FILE)
-    lines = archive.read(member).decode("utf-8").splitlines()
-    for line in lines:
-        if line.strip():
-            yield {**json.loads(line), "_zip": archive, "_prefix": prefix}
+    lines = io.BytesIO(archive.read(member))
+    for row in parse_jsonl(lines, f"{path}:{member}", whole=True):
+        yield {**row, "_zip": archive, "_prefix": prefix}
 
 
 def _image(row: Row) -> ImageSource | None:

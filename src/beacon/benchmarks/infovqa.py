@@ -38,6 +38,9 @@ _IMAGES_FOLDER = "infographicsvqa_images"
 
 @register
 class InfographicVQA(Benchmark):
+    """Registered as `infovqa`: the hub's DocVQA/InfographicVQA validation split or the official
+    release folder, scored by ANLS so near-miss readings earn partial credit."""
+
     name = "infovqa"
     description = "InfographicVQA validation: questions on infographics, scored by ANLS."
     hub = "lmms-lab/DocVQA"
@@ -47,6 +50,8 @@ class InfographicVQA(Benchmark):
     categories = ("infographic",)
 
     def read_local(self, path: Path) -> Iterable[Row]:
+        """The official question JSON (file, qas folder or release root) with its image folder, else
+        any table `read_table` takes."""
         release = _release_json(path)
         if release is None:
             return read_table(path, split=self.split)
@@ -58,6 +63,7 @@ class InfographicVQA(Benchmark):
         return root.parent if root.name == _QAS_FOLDER else root
 
     def to_sample(self, row: Row) -> Sample:
+        """One question; the first of its gold answers is the reference, all of them go to ANLS."""
         answers = [text(a) for a in row.get("answers") or [] if text(a)]
         if not answers:
             raise ValueError(f"InfographicVQA question {row.get('questionId')}: no answers")
@@ -76,6 +82,8 @@ class InfographicVQA(Benchmark):
         )
 
     def aggregate(self, records: list[Mapping[str, Any]]) -> dict[str, float]:
+        """`anls`: the mean per-record ANLS score (the benchmark's official metric, not
+        accuracy)."""
         if not records:
             return {}
         return {"anls": sum(float(r.get("score") or 0.0) for r in records) / len(records)}

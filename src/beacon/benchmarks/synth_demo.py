@@ -68,6 +68,8 @@ def cell_box(row: int, col: int) -> Box:
 
 
 def cell_name(row: int, col: int) -> str:
+    """The words for a 3x3 grid cell (`the top left`, `the centre`): region hints name places in
+    words, never coordinates that could hold the answer's digits."""
     if (row, col) == (1, 1):
         return "the centre"
     if row == 1:
@@ -233,6 +235,9 @@ def _generate(seed: int, index: int) -> Sample:
 
 @register
 class SynthDemo(Benchmark):
+    """Registered as `synth_demo`: the demo's generated digit items, whose difficulty is known by
+    design, so mode adaptiveness can be measured without a download."""
+
     name = "synth_demo"
     description = (
         "Built-in digit-in-a-box items for `beacon demo`: large and small readable digits, "
@@ -266,6 +271,9 @@ HINTED = "synth_demo_hinted"
 
 @register
 class SynthDemoHinted(Benchmark):
+    """Registered as `synth_demo_hinted`: search items with the region hint written into the
+    question, the demo's SFT data for learning to follow a hint."""
+
     name = HINTED
     description = (
         "`synth_demo` search items with their region hint in the question: demo SFT data that "
@@ -295,6 +303,9 @@ RL_MIX = ("large", "tiny", "large", "search")
 
 @register
 class SynthDemoRL(Benchmark):
+    """Registered as `synth_demo_rl`: the RL stage's item mix, with no `small` items so held-out
+    ones test whether the tool decision transfers."""
+
     name = "synth_demo_rl"
     description = (
         "`synth_demo` items for the demo's RL stage: large, tiny, large, search, cycling (no "

@@ -28,6 +28,7 @@ from typing import Any
 
 from beacon.errors import UserError
 from beacon.files import MAX_FILE_BYTES, FileRefused, read_capped
+from beacon.jsonl import read_jsonl
 from beacon.types import ImageSource
 
 
@@ -136,10 +137,7 @@ def _json_rows(path: Path) -> Iterator[Mapping[str, Any]]:
 
 
 def _jsonl_rows(path: Path) -> Iterator[Mapping[str, Any]]:
-    with path.open(encoding="utf-8") as handle:
-        for line in handle:
-            if line.strip():
-                yield json.loads(line)
+    return read_jsonl(path, whole=True)
 
 
 def _parquet_rows(path: Path) -> Iterator[Mapping[str, Any]]:

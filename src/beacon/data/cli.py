@@ -10,7 +10,6 @@ beacon data import-thyme thyme_sft.jsonl --images /data/thyme --out runs/thyme-s
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
@@ -43,7 +42,6 @@ def _load(config: Path | None, set_: list[str]) -> DataConfig:
 
 def _run_stage(stage: Callable, config: Path | None, set_: list[str], no_progress: bool) -> None:
     cfg = _load(config, set_)
-    logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per expert request
     try:
         summary = stage(cfg, progress=not no_progress)
     except (FileNotFoundError, ValueError) as exc:

@@ -12,19 +12,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, model_validator
 
 from beacon.agent.config import AgentConfig
-from beacon.config import load_yaml
+from beacon.config import StrictModel, load_yaml
 from beacon.eval.config import EngineConfig
 from beacon.sandbox import SandboxConfig
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class PoolConfig(_Strict):
+class PoolConfig(StrictModel):
     """The training items: benchmarks with reference answers (never the evaluation sets)."""
 
     benchmarks: list[str] = Field(
@@ -35,7 +31,7 @@ class PoolConfig(_Strict):
     seed: int = Field(0, description="benchmark seed (synth draws its items from it)")
 
 
-class DifficultyConfig(_Strict):
+class DifficultyConfig(StrictModel):
     """pass@k selection: K samples of the base model per item, keep the hard items."""
 
     engine: EngineConfig = Field(default_factory=EngineConfig, description="the base model")
@@ -68,7 +64,7 @@ class DifficultyConfig(_Strict):
         return self
 
 
-class ExpertConfig(_Strict):
+class ExpertConfig(StrictModel):
     """The expert that solves the selected items in tool mode, and writes hints."""
 
     engine: EngineConfig = Field(
@@ -94,7 +90,7 @@ class ExpertConfig(_Strict):
         return self
 
 
-class MixConfig(_Strict):
+class MixConfig(StrictModel):
     """Correct text-only trajectories of the base model mixed into the SFT set."""
 
     text_share: float = Field(
@@ -106,7 +102,7 @@ class MixConfig(_Strict):
     seed: int = Field(0, description="which correct text-only trajectories are drawn")
 
 
-class HintsConfig(_Strict):
+class HintsConfig(StrictModel):
     """Answer-free hints (HGCE) written by the expert from its verified trajectory."""
 
     max_attempts: int = Field(2, ge=1, description="requests per item until a hint passes")
@@ -114,7 +110,7 @@ class HintsConfig(_Strict):
     temperature: float = Field(0.7, ge=0.0, description="sampling temperature of retries")
 
 
-class DataConfig(_Strict):
+class DataConfig(StrictModel):
     """`beacon data`: difficulty -> expert (+ mixing) -> hints, all under `out`."""
 
     out: str = Field("runs/data", description="pipeline folder; rerunning a stage resumes")
@@ -128,6 +124,7 @@ class DataConfig(_Strict):
 
     @property
     def root(self) -> Path:
+        """`out` as a path: the folder every stage of the pipeline reads from and writes to."""
         return Path(self.out)
 
 

@@ -58,6 +58,7 @@ class HintRecord:
 
     @property
     def key(self) -> str:
+        """`benchmark/sample_id`: the key hints are joined to items by (and resumed by)."""
         return f"{self.benchmark}/{self.sample_id}"
 
 
@@ -191,6 +192,8 @@ def summarize_hints(path: Path) -> StageSummary:
 
 
 def verified_trajectories(cfg: DataConfig) -> list[Trajectory]:
+    """The expert stage's verified trajectories, which hints are written from; raises naming the
+    command to run when that stage has not run."""
     path = cfg.root / "expert" / VERIFIED_FILE
     if not path.exists():
         raise FileNotFoundError(

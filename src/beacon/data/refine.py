@@ -48,6 +48,8 @@ class RefineOutcome:
 
 
 def reasoning_indices(traj: Trajectory) -> list[int]:
+    """Indices of the generated text segments: the steps refinement may rewrite (code and sandbox
+    outputs stay fixed)."""
     return [i for i, s in enumerate(traj.segments) if s.role == "generated" and s.kind == "text"]
 
 

@@ -24,35 +24,22 @@ Not covered: items of other benchmarks or other seeds (HTTP 400 names the seed i
 from __future__ import annotations
 
 import asyncio
-import base64
-import io
 import re
-import time
-import uuid
-from dataclasses import dataclass
 from typing import Any, Protocol
 
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi import FastAPI
 from PIL import Image
 
 from beacon.agent.formats import ANSWER_CLOSE, THYME
 from beacon.benchmarks.synth import generate
 from beacon.data.hints import HINT_TASK
 from beacon.data.refine import REFINE_TASK
+from beacon.engines.scripted_server import ChatReply, chat_app, decode_data_url, image_urls
 from beacon.images import image_key
 from beacon.types import Sample
 
 MODEL_NAME = "scripted-synth-expert"
 PAD = 12  # pixels around the true region, so the crop is not suspiciously tight
-
-
-@dataclass
-class Reply:
-    """What the scripted expert says, and the stop string it stopped at (if any)."""
-
-    text: str
-    stop_reason: str | None = None
 
 
 class ScriptedSynthExpert:
@@ -74,23 +61,23 @@ class ScriptedSynthExpert:
             )
         return sample
 
-    def reply(self, messages: list[dict[str, Any]]) -> Reply:
+    def reply(self, messages: list[dict[str, Any]]) -> ChatReply:
         """The next piece of text for a chat (see the module docstring for the cases)."""
         sample = self.identify(first_image(messages))
         texts = [t for m in messages for t in message_texts(m)]
         if any(HINT_TASK in t for t in texts):
-            return Reply(self.hint(sample))
+            return ChatReply(self.hint(sample))
         if any(REFINE_TASK in t for t in texts):
-            return Reply(self.refine(texts[-1]))
+            return ChatReply(self.refine(texts[-1]))
         tools = messages[0].get("role") == "system"
         last = messages[-1]
         in_progress = last.get("role") == "assistant"
         observed = in_progress and any(THYME.observation_open in t for t in message_texts(last))
         if not tools or observed:
-            return Reply(
+            return ChatReply(
                 self.conclusion(sample, observed) + "<answer>" + sample.answer, ANSWER_CLOSE
             )
-        return Reply(self.plan(sample), THYME.call_close)
+        return ChatReply(self.plan(sample), THYME.call_close)
 
     def plan(self, sample: Sample) -> str:
         what = TARGETS[sample.metadata["category"]](sample)
@@ -203,73 +190,31 @@ def first_image(messages: list[dict[str, Any]]) -> Image.Image:
     return decode_data_url(first_image_url(messages))
 
 
-def decode_data_url(url: str) -> Image.Image:
-    """The RGB image a base64 data URL carries."""
-    data = base64.b64decode(url.split(",", 1)[1])
-    return Image.open(io.BytesIO(data)).convert("RGB")
-
-
 def first_image_url(messages: list[dict[str, Any]]) -> str:
     """The data URL of the chat's first image, as sent."""
-    for message in messages:
-        content = message.get("content")
-        for part in content if isinstance(content, list) else []:
-            if part.get("type") == "image_url":
-                return part["image_url"]["url"]
-    raise KeyError("the request carries no image; the scripted expert identifies items by image")
-
-
-def completion(reply: Reply, model: str) -> dict[str, Any]:
-    """An OpenAI chat-completions body (with vLLM's `stop_reason`)."""
-    return {
-        "id": f"chatcmpl-{uuid.uuid4().hex}",
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": model,
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": reply.text},
-                "logprobs": None,
-                "finish_reason": "stop",
-                "stop_reason": reply.stop_reason,
-            }
-        ],
-        "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
-    }
+    urls = image_urls(messages)
+    if not urls:
+        raise KeyError(
+            "the request carries no image; the scripted expert identifies items by image"
+        )
+    return urls[0]
 
 
 class Scripted(Protocol):
     """What `create_scripted_app` serves: the next reply to a chat."""
 
-    def reply(self, messages: list[dict[str, Any]]) -> Reply: ...
+    def reply(self, messages: list[dict[str, Any]]) -> ChatReply: ...
 
 
 def create_scripted_app(
     expert: Scripted, delay_s: float = 0.0, model_name: str = MODEL_NAME
 ) -> FastAPI:
     """The FastAPI app; `delay_s` slows each reply (tests use it to kill a stage mid-run)."""
-    app = FastAPI(title=f"beacon {model_name}")
 
-    @app.get("/health")
-    async def health() -> Response:
-        return Response(status_code=200)
-
-    @app.get("/v1/models")
-    async def models() -> dict[str, Any]:
-        card = {"id": model_name, "object": "model", "created": 0, "owned_by": "beacon"}
-        return {"object": "list", "data": [card]}
-
-    @app.post("/v1/chat/completions")
-    async def chat(raw: Request) -> JSONResponse:
-        body = await raw.json()
-        try:
-            reply = expert.reply(body["messages"])
-        except (KeyError, TypeError, ValueError) as exc:
-            error = {"message": str(exc), "type": "BadRequestError", "code": 400}
-            return JSONResponse({"error": error}, 400)
+    async def reply(body: dict[str, Any]) -> ChatReply:
+        answer = expert.reply(body["messages"])
         if delay_s:
             await asyncio.sleep(delay_s)
-        return JSONResponse(completion(reply, body.get("model") or model_name))
+        return answer
 
-    return app
+    return chat_app(reply, model_name)

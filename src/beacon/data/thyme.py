@@ -41,7 +41,7 @@ from beacon.agent.formats import THYME
 from beacon.data.records import StageSummary
 from beacon.files import FileRefused, read_file
 from beacon.images import ImageError, ImageStore, load_image
-from beacon.jsonl import write_jsonl_atomic
+from beacon.jsonl import read_jsonl, write_jsonl_atomic
 from beacon.types import Segment, ToolCall, Trajectory
 
 logger = logging.getLogger(__name__)
@@ -192,14 +192,11 @@ def _locate(path: Path, image_root: Path) -> Path:
 
 def read_rows(source: Path) -> Iterator[dict[str, Any]]:
     """Rows of a .jsonl file or of a .json list."""
-    text = source.read_text(encoding="utf-8")
     if source.suffix == ".json":
-        data = json.loads(text)
+        data = json.loads(source.read_text(encoding="utf-8"))
         yield from data if isinstance(data, list) else [data]
         return
-    for line in text.splitlines():
-        if line.strip():
-            yield json.loads(line)
+    yield from read_jsonl(source, whole=True)
 
 
 def import_thyme(

@@ -10,14 +10,12 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
+
+from beacon.config import StrictModel
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class DemoData(_Strict):
+class DemoData(StrictModel):
     train_items: int = Field(4000, ge=4, description="synth_demo training items (tool mode)")
     hinted_items: int = Field(200, ge=0, description="hinted search items (teach hint use)")
     text_items: int = Field(2000, ge=0, description="easy items also solved text-only (notool)")
@@ -26,14 +24,14 @@ class DemoData(_Strict):
     concurrency: int = Field(32, ge=1, description="expert episodes in flight")
 
 
-class DemoSFT(_Strict):
+class DemoSFT(StrictModel):
     steps: int = Field(2400, ge=1, description="SFT optimizer steps")
     batch_size: int = Field(32, ge=1, description="trajectories per step")
     lr: float = Field(2e-3, gt=0, description="peak learning rate (cosine to 10%)")
     warmup_steps: int = Field(100, ge=0, description="linear warm-up steps")
 
 
-class DemoRL(_Strict):
+class DemoRL(StrictModel):
     arms: list[str] = Field(
         default_factory=lambda: ["accuracy", "naar", "hgce", "naar_hgce"],
         description="GRPO variants: accuracy-only reward, +NAAR, +HGCE, +both",
@@ -49,7 +47,7 @@ class DemoRL(_Strict):
     )
 
 
-class DemoReVuE(_Strict):
+class DemoReVuE(StrictModel):
     enabled: bool = Field(True, description="run the ReVuE stages")
     steps: int = Field(120, ge=1, description="OPD steps per variant and seed")
     warmup_steps: int = Field(12, ge=0, description="OPD linear warm-up steps (then constant)")
@@ -79,13 +77,13 @@ class DemoReVuE(_Strict):
     check_items: int = Field(8, ge=1, description="items the teacher check probes")
 
 
-class DemoEval(_Strict):
+class DemoEval(StrictModel):
     items: int = Field(120, ge=4, description="held-out items (seed 2), both modes")
     batch_size: int = Field(32, ge=1, description="hf engine batch")
     bootstrap: int = Field(1000, ge=0, description="bootstrap resamples for CIs")
 
 
-class DemoConfig(_Strict):
+class DemoConfig(StrictModel):
     """`beacon demo`: every stage's size; `--quick` swaps in `QUICK`."""
 
     out: str = Field("runs/demo", description="demo folder; rerunning into it resumes")

@@ -26,7 +26,8 @@ from typing import Any
 
 from beacon.agent.formats import ANSWER_CLOSE, THYME
 from beacon.benchmarks.synth_demo import coords
-from beacon.data.scripted import Reply, decode_data_url, first_image_url, message_texts
+from beacon.data.scripted import first_image_url, message_texts
+from beacon.engines.scripted_server import ChatReply, decode_data_url
 from beacon.images import image_key
 from beacon.types import Sample
 
@@ -74,13 +75,13 @@ class ScriptedDemoExpert:
         draw = random.Random(f"demo-expert:{self.seed}:{sample.benchmark}:{sample.id}").random()
         return draw < self.tool_bias
 
-    def reply(self, messages: list[dict[str, Any]]) -> Reply:
+    def reply(self, messages: list[dict[str, Any]]) -> ChatReply:
         sample = self.identify(messages)
         tools = messages[0].get("role") == "system"
         last = messages[-1]
         in_progress = last.get("role") == "assistant"
         observed = in_progress and any(THYME.observation_open in t for t in message_texts(last))
         if not tools or observed or not self.crops(sample):
-            return Reply("<answer>" + sample.answer, ANSWER_CLOSE)
+            return ChatReply("<answer>" + sample.answer, ANSWER_CLOSE)
         code = crop_code(crop_box(sample))
-        return Reply(f"<code>\n```python\n{code}\n```\n", THYME.call_close)
+        return ChatReply(f"<code>\n```python\n{code}\n```\n", THYME.call_close)

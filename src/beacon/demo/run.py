@@ -7,33 +7,11 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-import yaml
-
-from beacon.config import drop_keys, flatten, identity, identity_diff, to_yaml
 from beacon.demo.config import OPERATIONAL_KEYS, DemoConfig, cold_start_identity
 from beacon.errors import UserError
+from beacon.runfolder import check_run_folder
 
 CONFIG_FILE = "demo.yaml"
-
-
-class DemoFolderMismatch(UserError, ValueError):
-    """The demo folder was made with other settings."""
-
-
-def check_folder(cfg: DemoConfig) -> None:
-    """Refuse a folder made with other result-changing settings, naming the differing keys."""
-    root = Path(cfg.out)
-    path = root / CONFIG_FILE
-    if path.exists():
-        saved = drop_keys(flatten(yaml.safe_load(path.read_text()) or {}), OPERATIONAL_KEYS)
-        differing = identity_diff(saved, identity(cfg, OPERATIONAL_KEYS))
-        if differing:
-            raise DemoFolderMismatch(
-                f"{root} holds a demo made with other settings ({'; '.join(differing)}); "
-                "rerun with those settings to resume, or pick a new --out"
-            )
-    root.mkdir(parents=True, exist_ok=True)
-    path.write_text(to_yaml(cfg))
 
 
 def run_demo(cfg: DemoConfig, log: Callable[[str], None]) -> Path:
@@ -79,7 +57,9 @@ def _prepare(cfg: DemoConfig) -> DemoConfig:
     from beacon.demo.schedule import quiet_libraries
 
     cfg = cfg.model_copy(update={"out": str(Path(cfg.out).resolve())})
-    check_folder(cfg)
+    check_run_folder(
+        Path(cfg.out), cfg, OPERATIONAL_KEYS, folder_setting="--out", config_file=CONFIG_FILE
+    )
     quiet_libraries()
     torch.set_num_threads(cfg.threads)
     return cfg

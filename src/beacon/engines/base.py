@@ -61,7 +61,9 @@ class GenerationRequest:
     `messages` always describes the full context (HTTP engines send it). When `prompt_ids` is
     given, local engines use those exact ids (with `images` in placeholder order) instead of
     rendering `messages`. `continue_final_message` means the last message is an assistant
-    prefix to continue rather than a finished turn.
+    prefix to continue rather than a finished turn. `response_format` is OpenAI's structured
+    output setting (the critic's strict json_schema); only the `openai` engine sends it, the local
+    engines do not constrain decoding.
     """
 
     messages: list[Message]
@@ -69,6 +71,7 @@ class GenerationRequest:
     prompt_ids: list[int] | None = None
     images: list[Image.Image] | None = None
     continue_final_message: bool = False
+    response_format: dict[str, Any] | None = None
 
 
 @dataclass

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
+from beacon.config import StrictModel
 from beacon.engines.registry import TINY_MODEL, engine_names
 
 
-class EngineConfig(BaseModel):
+class EngineConfig(StrictModel):
     """Which engine generates, and how to reach or load it (built by `build_engine`)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     name: str = Field(
         "hf", description="hf (transformers, local), openai (any compatible server), vllm"

@@ -221,6 +221,8 @@ class HFEngine:
         return weight_specs(self.model)
 
     def close(self) -> None:
+        """Drop the model and the cached pixels and stop the batching queue, so the memory is free
+        before the next engine loads."""
         if self._queue is not None:
             self._queue.close()
         self.model = None

@@ -1,22 +1,23 @@
 """The `openai` engine: any OpenAI-compatible chat endpoint (vLLM serve, SGLang, `beacon serve`,
 hosted APIs), many requests at once.
 
-- One `aiohttp.ClientSession` for the engine's life, on the engine's own event loop thread,
-  with at most `concurrency` requests in flight. `agenerate` (asyncio callers on any loop, e.g.
-  the agent loop's episode tasks) and `generate` (blocking, any thread) both submit to it, so
-  connections are reused across turns and episodes. `close()` closes the session. aiohttp, not
-  httpx: a request with a 110 KB image cost the client 0.56 ms of CPU against httpx's 1.1 (at
-  1 or 64 in flight, `benchmarks/eval_throughput.py` sends two per episode), and the harness's
-  CPU is what limits an eval's episodes per second on a small machine.
+- One `beacon.engines.http.HttpClient` (aiohttp, on its own event loop thread) for the engine's
+  life, with at most `concurrency` requests in flight. `agenerate` (asyncio callers on any loop,
+  e.g. the agent loop's episode tasks) and `generate` (blocking, any thread) both submit to it,
+  so connections are reused across turns and episodes. `close()` closes it.
 - Images go as base64 PNG data URLs inside the messages. Each image is encoded once and the URL
   cached for as long as the image lives: an episode resends its whole context every turn, and
   re-encoding the same pictures each time cost more than everything else the harness did. The
   PNG is `beacon.images.png_bytes`, shared with the image store, so an image the episode has
   stored is not encoded a second time for its first request.
-- Each attempt has a `timeout_s` limit. Connection errors, timeouts, HTTP 429 and 5xx, and
-  malformed replies are retried up to `max_retries` times with exponential backoff and jitter
-  (honouring `Retry-After`); other 4xx are not retried. A request that still fails becomes a
-  result with finish_reason="error" and the reason; `generate` never raises.
+- Each attempt has a `timeout_s` limit (None: none, for callers such as the critic that bound
+  the attempt themselves). Connection errors, timeouts, HTTP 408/429/5xx, and malformed replies
+  are retried up to `max_retries` times with exponential backoff and jitter (honouring
+  `Retry-After`; `beacon.engines.http.with_retries`); other 4xx are not retried. A request that
+  still fails becomes a result with finish_reason="error" and the reason; `generate` never
+  raises.
+- `GenerationRequest.response_format` (OpenAI's structured output, e.g. the critic's strict
+  json_schema) is sent as it is.
 - With `vllm_extensions=True` (default) the body asks for vLLM's `return_token_ids` and
   log-probs, and continues a final message with `continue_final_message: true,
   add_generation_prompt: false`. Set it False for hosted APIs that reject unknown fields.
@@ -36,16 +37,12 @@ import asyncio
 import base64
 import json
 import logging
-import random
 import threading
-import urllib.request
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
-import aiohttp
 from PIL import Image
 
 from beacon.engines.base import (
@@ -55,25 +52,11 @@ from beacon.engines.base import (
     Message,
     TopLogprob,
 )
+from beacon.engines.http import GaveUp, HttpClient, Retryable, RetryPolicy, with_retries
 from beacon.engines.tokenizer import is_image_part
 from beacon.images import PerImage, png_bytes
 
 logger = logging.getLogger(__name__)
-
-RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
-_JSON_HEADERS = {"Content-Type": "application/json"}
-
-
-class _Retryable(Exception):
-    """A failure worth another attempt; `retry_after` is the server's hint in seconds."""
-
-    def __init__(self, message: str, retry_after: float | None = None) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
-
-
-class _Fatal(Exception):
-    """A failure another attempt would repeat (a 4xx other than 408/429)."""
 
 
 @dataclass
@@ -99,7 +82,7 @@ class OpenAIEngine:
         model: str,
         api_key: str | None = None,
         concurrency: int = 16,
-        timeout_s: float = 300.0,
+        timeout_s: float | None = 300.0,
         max_retries: int = 4,
         backoff_s: float = 0.5,
         max_backoff_s: float = 30.0,
@@ -116,42 +99,40 @@ class OpenAIEngine:
         self.api_key = api_key
         self.concurrency = concurrency
         self.timeout_s = timeout_s
-        self.max_retries = max_retries
-        self.backoff_s = backoff_s
-        self.max_backoff_s = max_backoff_s
+        self.retry = RetryPolicy(max_retries, backoff_s, max_backoff_s)
         self.tokenizer = tokenizer
         self.extra_body = dict(extra_body or {})
         self.vllm_extensions = vllm_extensions
         self._urls: PerImage[str] = PerImage(_png_data_url)
-        self._client: _ClientThread | None = None
+        self._client: HttpClient | None = None
         self._client_lock = threading.Lock()
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
         """Blocking `agenerate`; works from any thread, also one whose event loop is running."""
         bodies = [self._body_or_error(r) for r in requests]
-        return self._thread().submit(self._all(bodies)).result()
+        return self._http().run(self._all(bodies))
 
     async def agenerate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
         """Results in request order, at most `concurrency` requests in flight (engine-wide)."""
         bodies = [self._body_or_error(r) for r in requests]
-        return await asyncio.wrap_future(self._thread().submit(self._all(bodies)))
+        return await self._http().arun(self._all(bodies))
 
     def close(self) -> None:
         """Close the HTTP client and stop its event loop thread (a later call starts anew)."""
         with self._client_lock:
             client, self._client = self._client, None
         if client is not None:
-            client.stop()
+            client.close()
 
-    def _thread(self) -> _ClientThread:
+    def _http(self) -> HttpClient:
         with self._client_lock:
             if self._client is None:
-                headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-                proxy = env_proxy(self.base_url)
-                self._client = _ClientThread(headers, self.timeout_s, self.concurrency, proxy)
+                self._client = HttpClient(
+                    self.base_url, self.api_key, self.timeout_s, self.concurrency
+                )
                 # an engine dropped without `close()` still closes its session (and stops its
                 # thread) when collected or at exit, not with aiohttp's "Unclosed" warnings
-                weakref.finalize(self, self._client.stop)
+                weakref.finalize(self, self._client.close)
             return self._client
 
     def _body_or_error(self, request: GenerationRequest) -> dict[str, Any] | GenerationResult:
@@ -167,27 +148,16 @@ class OpenAIEngine:
     async def _one(self, body: dict[str, Any] | GenerationResult) -> GenerationResult:
         if isinstance(body, GenerationResult):
             return body
-        client, limit = self._client_or_fail()
-        attempt = 0
-        async with limit:
-            while True:
-                try:
-                    return self._result(await self._post(client, body))
-                except _Fatal as exc:
-                    return _error(str(exc))
-                except _Retryable as exc:
-                    if attempt >= self.max_retries:
-                        return _error(f"{exc} (gave up after {attempt + 1} attempts)")
-                    delay = self._delay(attempt, exc.retry_after)
-                    logger.info("retrying in %.2f s after: %s", delay, exc)
-                    await asyncio.sleep(delay)
-                    attempt += 1
-
-    def _client_or_fail(self) -> tuple[aiohttp.ClientSession, asyncio.Semaphore]:
-        thread = self._client
-        if thread is None:
+        client = self._client
+        if client is None:
             raise RuntimeError("the openai engine was closed while a request was running")
-        return thread.session, thread.limit
+        async with client.limit:
+            try:
+                return self._result(
+                    await with_retries(lambda: self._post(client, body), self.retry, _log_retry)
+                )
+            except GaveUp as exc:
+                return _error(str(exc))
 
     def request_body(self, request: GenerationRequest) -> dict[str, Any]:
         """The JSON body for one request."""
@@ -208,6 +178,8 @@ class OpenAIEngine:
             body["logprobs"] = True
         if s.top_logprobs:
             body["top_logprobs"] = s.top_logprobs
+        if request.response_format is not None:
+            body["response_format"] = request.response_format
         if self.vllm_extensions:
             body["return_token_ids"] = True
             if s.top_logprobs:  # alternatives as "token_id:<id>", so they map to ids exactly
@@ -220,23 +192,13 @@ class OpenAIEngine:
         body.update(self.extra_body)
         return body
 
-    async def _post(self, session: aiohttp.ClientSession, body: dict[str, Any]) -> _Reply:
-        url = f"{self.base_url}/chat/completions"
+    async def _post(self, client: HttpClient, body: dict[str, Any]) -> _Reply:
+        reply = await client.post(f"{self.base_url}/chat/completions", json.dumps(body).encode())
+        reply.raise_for_status()
         try:
-            async with session.post(url, data=json.dumps(body), headers=_JSON_HEADERS) as response:
-                status, headers, raw = response.status, response.headers, await response.read()
-        except asyncio.TimeoutError as exc:  # also aiohttp's own timeouts (its subclasses)
-            raise _Retryable(f"timed out after {self.timeout_s} s: {type(exc).__name__}") from exc
-        except aiohttp.ClientError as exc:
-            raise _Retryable(f"connection error: {type(exc).__name__}: {exc}") from exc
-        if status in RETRY_STATUS:
-            raise _Retryable(f"HTTP {status}: {_error_message(raw)}", _retry_after(headers))
-        if status >= 400:
-            raise _Fatal(f"HTTP {status}: {_error_message(raw)}")
-        try:
-            return parse_reply(json.loads(raw))
+            return parse_reply(reply.json())
         except (ValueError, KeyError, IndexError, TypeError) as exc:
-            raise _Retryable(f"malformed reply: {type(exc).__name__}: {exc}") from exc
+            raise Retryable(f"malformed reply: {type(exc).__name__}: {exc}") from exc
 
     def _result(self, reply: _Reply) -> GenerationResult:
         token_ids = reply.token_ids or []
@@ -270,14 +232,6 @@ class OpenAIEngine:
         if isinstance(source, Image.Image):
             return self._urls(source)
         return image_data_url(source)
-
-    def _delay(self, attempt: int, retry_after: float | None) -> float:
-        """Exponential backoff with jitter in [50%, 100%]; a server's Retry-After wins if larger."""
-        base = min(self.max_backoff_s, self.backoff_s * 2**attempt)
-        delay = base * random.uniform(0.5, 1.0)
-        if retry_after is not None:
-            delay = max(delay, min(retry_after, self.max_backoff_s))
-        return delay
 
 
 def parse_reply(body: Any) -> _Reply:
@@ -341,65 +295,6 @@ def openai_message(message: Message, data_url: Any = None) -> dict[str, Any]:
     return {**message, "content": parts}
 
 
-class _ClientThread:
-    """An event loop in a daemon thread that owns one `aiohttp.ClientSession` and the in-flight
-    limit; coroutines from any thread or loop run on it through `submit`."""
-
-    def __init__(
-        self, headers: dict[str, str], timeout_s: float, concurrency: int, proxy: str | None
-    ) -> None:
-        self.loop = asyncio.new_event_loop()
-        self._stopped = False
-        self._thread = threading.Thread(
-            target=self.loop.run_forever, name="beacon-openai", daemon=True
-        )
-        self._thread.start()
-
-        async def open_session() -> tuple[aiohttp.ClientSession, asyncio.Semaphore]:
-            session = aiohttp.ClientSession(
-                headers=headers,
-                timeout=aiohttp.ClientTimeout(total=timeout_s),
-                connector=aiohttp.TCPConnector(limit=concurrency),
-                proxy=proxy,
-            )
-            return session, asyncio.Semaphore(concurrency)
-
-        self.session, self.limit = self.submit(open_session()).result()
-
-    def submit(self, coroutine: Any) -> Any:
-        """A concurrent.futures.Future of `coroutine` run on this loop."""
-        return asyncio.run_coroutine_threadsafe(coroutine, self.loop)
-
-    def stop(self) -> None:
-        """Close the session and end the thread; a second call does nothing."""
-        if self._stopped:
-            return
-        self._stopped = True
-        if threading.current_thread() is self._thread:  # collected on its own loop: no waiting
-            self.loop.create_task(self.session.close()).add_done_callback(
-                lambda _: self.loop.stop()
-            )
-            return
-        try:
-            self.submit(self.session.close()).result(timeout=30)
-        finally:
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self._thread.join(timeout=30)
-            self.loop.close()
-
-
-def env_proxy(url: str) -> str | None:
-    """The proxy the environment names for `url` (`HTTP_PROXY` / `HTTPS_PROXY`, unless
-    `NO_PROXY` exempts its host), read once per client as httpx and the openai SDK do.
-    aiohttp's own `trust_env` reads the environment and ~/.netrc again for every request:
-    ~5% of the harness's CPU with 64 episodes in flight."""
-    parts = urlsplit(url)
-    proxy = urllib.request.getproxies().get(parts.scheme)
-    if proxy is None or (parts.hostname and urllib.request.proxy_bypass(parts.hostname)):
-        return None
-    return proxy
-
-
 def image_data_url(source: Any) -> str:
     """`data:image/png;base64,...` for a PIL image, path or bytes."""
     from beacon.images import encode_png, load_image
@@ -416,26 +311,8 @@ def _png_data_url(image: Image.Image) -> str:
     return "data:image/png;base64," + base64.b64encode(png_bytes(image)).decode("ascii")
 
 
-def _error_message(raw: bytes) -> str:
-    """The server's own message from an error reply's body (OpenAI's `{"error": {"message"}}`,
-    else a `message` field), else the start of the body."""
-    try:
-        body = json.loads(raw)
-    except ValueError:
-        return raw[:500].decode("utf-8", "replace")
-    if isinstance(body, dict) and isinstance(body.get("error"), dict):
-        return str(body["error"].get("message"))
-    if isinstance(body, dict):
-        return str(body.get("message", body))[:500]
-    return str(body)[:500]
-
-
-def _retry_after(headers: Mapping[str, str]) -> float | None:
-    value = headers.get("retry-after")
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None
+def _log_retry(delay: float, error: Exception) -> None:
+    logger.info("retrying in %.2f s after: %s", delay, error)
 
 
 def _error(message: str) -> GenerationResult:

@@ -29,6 +29,8 @@ class PatchConv3d(nn.Conv3d):
     sample is exactly one kernel (the output is then 1x1x1 per sample)."""
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
+        """`F.linear` over flattened patches when each sample is exactly one kernel (the vision
+        tower's case), else the ordinary convolution."""
         if input.dim() != 5 or tuple(input.shape[2:]) != tuple(self.kernel_size):
             return super().forward(input)
         n = input.shape[0]

@@ -7,7 +7,7 @@ the same table:
 - ``build_engine(cfg)``: what `beacon eval`, `beacon run` and the training recipes call;
 - ``load_engine(name, model, **kwargs)``: for code that has no config (`beacon serve`, tests).
 
-Constructors import their heavy libraries (torch, vLLM, httpx) only when called, so importing
+Constructors import their heavy libraries (torch, vLLM, aiohttp) only when called, so importing
 `beacon.engines` stays cheap and works without vLLM. Adding an engine is one ``register_engine``
 call; nothing else names engines.
 """

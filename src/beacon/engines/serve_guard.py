@@ -16,9 +16,11 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
 from starlette.requests import Request
 from starlette.responses import JSONResponse
+
+from beacon.config import StrictModel
 
 API_KEY_ENV = "BEACON_API_KEY"
 """The environment variable `beacon serve --api-key` falls back to (vLLM's is VLLM_API_KEY)."""
@@ -26,10 +28,10 @@ OPEN_PATHS = frozenset({"/health"})
 """Routes answered without a key: load balancers and start-up probes poll them."""
 
 
-class ServeSettings(BaseModel):
+class ServeSettings(StrictModel):
     """Who may use a `beacon serve` process and how much one request may cost."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(frozen=True)
 
     api_key: str | None = Field(
         None, min_length=1, description="Bearer token every route but /health needs; None: open"

@@ -52,15 +52,23 @@ class _Part(BaseModel):
 
 
 class TextPart(_Part):
+    """A text part of a chat message, as OpenAI's API sends it."""
+
     type: Literal["text"]
     text: str
 
 
 class ImageURL(_Part):
+    """The `image_url` object of an image part: a data URL, or a local path or `file://` URL
+    where `--allowed-local-media-path` permits reading it."""
+
     url: str
 
 
 class ImageURLPart(_Part):
+    """An image part in OpenAI's form; `image_url` may also be the bare URL string, as vLLM
+    accepts."""
+
     type: Literal["image_url"]
     image_url: ImageURL | str
 
@@ -76,6 +84,9 @@ ContentPart = Annotated[TextPart | ImageURLPart | ImagePart, Field(discriminator
 
 
 class ChatMessage(_Part):
+    """One message of a request body: a role and text or parts; the role is length-capped since it
+    goes into the prompt."""
+
     role: str = Field(min_length=1, max_length=64)
     content: str | list[ContentPart] | None = None
 

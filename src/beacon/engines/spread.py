@@ -28,12 +28,16 @@ class SpreadEngine:
         self._next = itertools.cycle(self.engines)
 
     async def agenerate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
+        """Send each request to the next server in turn (round robin), all at once; results in
+        request order."""
         chunks = await asyncio.gather(*(next(self._next).agenerate([r]) for r in requests))
         return [result for chunk in chunks for result in chunk]
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
+        """Blocking `agenerate`, for callers without an event loop."""
         return asyncio.run(self.agenerate(requests))
 
     def close(self) -> None:
+        """Close every server's client."""
         for engine in self.engines:
             engine.close()

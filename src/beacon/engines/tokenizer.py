@@ -78,6 +78,8 @@ class HFTokenizer:
 
     @classmethod
     def from_pretrained(cls, path: str | Path) -> HFTokenizer:
+        """The processor and tokenizer saved with a checkpoint (a folder or a cached hub id),
+        wrapped for Beacon's chat rendering."""
         processor, tokenizer = load_processor(path)
         return cls(processor, tokenizer)
 

@@ -37,6 +37,7 @@ class WeightSpec:
 
     @property
     def nbytes(self) -> int:
+        """Bytes the tensor takes: what a push's body cap is summed from."""
         return torch.Size(self.shape).numel() * self.dtype.itemsize
 
 
@@ -100,19 +101,26 @@ def weights_payload(state_dict: Mapping[str, torch.Tensor]) -> bytes:
 def push_weights(
     base_urls: Sequence[str], payload: bytes, timeout_s: float = 300.0, api_key: str | None = None
 ) -> None:
-    """POST `payload` to every server (base URLs end in /v1, as the openai engine takes them)."""
-    import httpx
-
-    headers = {"Content-Type": "application/octet-stream"}
-    if api_key is not None:
-        headers["Authorization"] = f"Bearer {api_key}"
+    """POST `payload` to every server (base URLs end in /v1, as the openai engine takes them);
+    not retried, since a server that misses a push must stop the run, not sample on."""
     for base_url in base_urls:
         url = base_url.rstrip("/").removesuffix("/v1") + "/beacon/update_weights"
-        reply = httpx.post(url, content=payload, headers=headers, timeout=timeout_s)
-        if reply.status_code != 200:
+        failure = _push_one(url, payload, timeout_s, api_key)
+        if failure is not None:
             raise RuntimeError(
-                f"weight push to {url} failed ({reply.status_code}: {reply.text[:300]}); the "
-                "server would sample from a stale policy. Check rollout.servers, "
-                "rollout.server_api_key_env, and that each one is `beacon serve` with the hf "
-                "engine and --allow-weight-updates"
+                f"weight push to {url} failed ({failure}); the server would sample from a stale "
+                "policy. Check rollout.servers, rollout.server_api_key_env, and that each one is "
+                "`beacon serve` with the hf engine and --allow-weight-updates"
             )
+
+
+def _push_one(url: str, payload: bytes, timeout_s: float, api_key: str | None) -> str | None:
+    """Why one push failed, or None when the server took it."""
+    from beacon.engines.http import HttpClient, Retryable
+
+    with HttpClient(url, api_key, timeout_s, concurrency=1) as client:
+        try:
+            reply = client.post_blocking(url, payload, "application/octet-stream")
+        except Retryable as exc:
+            return str(exc)
+    return None if reply.status == 200 else f"{reply.status}: {reply.error_message()[:300]}"

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from beacon.agent.config import AgentConfig
+from beacon.config import StrictModel
 from beacon.engines.config import TINY_MODEL, EngineConfig
 from beacon.sandbox import SandboxConfig
 
@@ -21,10 +22,8 @@ Mode = Literal["tool", "notool", "gated"]  # hinted mode is for HGCE training ro
 MODES: tuple[str, ...] = get_args(Mode)
 
 
-class JudgeConfig(BaseModel):
+class JudgeConfig(StrictModel):
     """Optional LLM judge, asked only when the rules cannot decide."""
-
-    model_config = ConfigDict(extra="forbid")
 
     model: str | None = Field(
         None, description="judge model name on the server; null disables the judge"
@@ -39,10 +38,8 @@ class JudgeConfig(BaseModel):
     )
 
 
-class EvalConfig(BaseModel):
+class EvalConfig(StrictModel):
     """`beacon eval`: every item of every benchmark, in each mode, K samples each."""
-
-    model_config = ConfigDict(extra="forbid")
 
     # Settings that change how a run goes, not what its samples mean: a run folder's identity
     # is its whole resolved config minus these (docs/eval.md, "Run identity").

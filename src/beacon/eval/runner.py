@@ -16,9 +16,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-import yaml
 from tqdm import tqdm
 
 from beacon.agent.episode import EpisodeSpec
@@ -26,7 +24,6 @@ from beacon.agent.formats import get_format
 from beacon.agent.gate import ToolGate
 from beacon.agent.loop import AgentLoop
 from beacon.benchmarks import Benchmark, get_benchmark
-from beacon.config import drop_keys, flatten, identity, identity_diff, identity_hash, to_yaml
 from beacon.engines import Engine, build_engine, load_engine
 from beacon.engines.registry import check_model
 from beacon.errors import UserError
@@ -45,17 +42,13 @@ from beacon.images import ImageStore
 from beacon.jsonl import JsonlWriter
 from beacon.metrics.summary import Summary
 from beacon.rollout import RETRIED, episode_spec, sample_key, score
+from beacon.runfolder import check_run_folder
 from beacon.types import Trajectory
 from beacon.verify import Judge, Verdict
 
 logger = logging.getLogger(__name__)
 
-CONFIG_FILE = "config.yaml"
 _LOGGED_FAILURES = 5  # infrastructure failures logged one by one; the rest are counted
-
-
-class RunFolderMismatch(UserError, ValueError):
-    """The run folder holds results made with different settings."""
 
 
 class InfrastructureErrors(RuntimeError):
@@ -161,41 +154,6 @@ def make_record(item: WorkItem, trajectory: Trajectory, verdict: Verdict) -> Sam
     }
 
 
-def check_run_folder(out: Path, cfg: EvalConfig) -> str:
-    """Write config.yaml, or refuse a folder whose earlier run had another identity.
-
-    A run's identity is its whole resolved config minus ``EvalConfig.OPERATIONAL_KEYS``
-    (docs/eval.md, "Run identity"); returns its hash.
-    """
-    path = out / CONFIG_FILE
-    now = identity(cfg, EvalConfig.OPERATIONAL_KEYS)
-    run_id = identity_hash(now)
-    if path.exists():
-        before = _stored_identity(path)
-        changed = identity_diff(before, now)
-        if changed:
-            raise RunFolderMismatch(
-                f"{out} holds results made with other settings ({'; '.join(changed)}); "
-                "resuming would mix them. Use a new --out folder, or restore those settings."
-            )
-    header = f"# config: beacon.eval.config:EvalConfig\n# run identity: sha256:{run_id}\n"
-    path.write_text(header + to_yaml(cfg))
-    return run_id
-
-
-def _stored_identity(path: Path) -> dict[str, Any]:
-    try:
-        stored = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise RunFolderMismatch(
-            f"{path} cannot be read ({' '.join(str(exc).split())}); is this a beacon eval "
-            "folder? Use a new --out folder."
-        ) from None
-    if not isinstance(stored, dict):
-        raise RunFolderMismatch(f"{path} is not a beacon eval config; use a new --out folder.")
-    return drop_keys(flatten(stored), EvalConfig.OPERATIONAL_KEYS)
-
-
 def preflight(cfg: EvalConfig) -> None:
     """The checks that need no model: benchmark names and local data paths, before any folder
     is made, so a refused command leaves nothing behind."""
@@ -231,7 +189,7 @@ def run_eval(cfg: EvalConfig, progress: bool = True) -> Summary:
             f"out={out}: cannot create the run folder ({exc.strerror or exc}); "
             "choose a writable folder with --out"
         ) from None
-    check_run_folder(out, cfg)
+    check_run_folder(out, cfg, EvalConfig.OPERATIONAL_KEYS, folder_setting="--out")
     done = prepare_resume(out)
     if done:
         logger.info("resuming %s: %d samples already done", out, len(done))

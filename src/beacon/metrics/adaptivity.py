@@ -60,6 +60,7 @@ class ItemOutcomes:
 
     @property
     def hard(self) -> np.ndarray:
+        """1.0 for items in D_hard (not easy), else 0.0: the complement of `easy`."""
         return 1.0 - self.easy
 
 

@@ -60,10 +60,12 @@ class ConfusionMatrix:
 
     @property
     def total(self) -> int:
+        """Pairs counted in the matrix."""
         return sum(map(sum, self.counts))
 
     @property
     def agreed(self) -> int:
+        """Pairs on the diagonal, where both sources gave the same label."""
         return sum(self.counts[i][i] for i in range(len(self.labels)))
 
 

@@ -66,6 +66,7 @@ class Reflection:
 
     @property
     def complete(self) -> bool:
+        """True when the reflection has its anchor A_i, not only the diagnosis B_i."""
         return self.anchor is not None
 
 

@@ -17,6 +17,8 @@ from typing import Any
 
 import typer
 
+from beacon.jsonl import read_jsonl
+
 app = typer.Typer(help="ReVuE tools: analyse an OPD run.", no_args_is_help=True)
 
 REVUE_LOG, METRICS_LOG, CRITIC_LOG = "revue.jsonl", "metrics.jsonl", "critic.jsonl"
@@ -38,9 +40,7 @@ class RunAnalysis:
 
 
 def _read(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+    return list(read_jsonl(path))
 
 
 def _sum_prefixed(rows: list[dict[str, Any]], prefix: str) -> dict[str, int]:

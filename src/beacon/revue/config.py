@@ -6,19 +6,17 @@ critic at temperature 0 with a 2048-token output cap and at most 8 tool images p
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
-from beacon.config import raise_problems
+from beacon.config import StrictModel, raise_problems
 
 ALPHA_SWEEP = (0.05, 0.1, 0.2, 0.5, 1.0)
 """The high-impact fractions of the paper's alpha sweep (Table 4); 1.0 makes Low empty, which
 falls back to uniform averaging (Eq. 11, b_i = 0)."""
 
 
-class RevueConfig(BaseModel):
+class RevueConfig(StrictModel):
     """Support size, grouping, weighting variant and critic limits."""
-
-    model_config = ConfigDict(extra="forbid")
 
     k_support: int = Field(
         32, description="K: teacher top-K candidates the reverse KL is renormalised over (Eq. 8)"

@@ -63,12 +63,18 @@ class CriticOutputError(ValueError):
 
 @dataclass(frozen=True)
 class SufficientState:
+    """A state e the critic found sufficient to answer, with U_e, the smallest subset of its images
+    that supports it."""
+
     state_id: str
     support_image_ids: tuple[str, ...]  # U_e, the smallest supporting subset
 
 
 @dataclass(frozen=True)
 class Reading:
+    """What a sufficient state shows: the query slot, the value observed in it and the visual fact
+    f_x behind that value."""
+
     query_slot: str
     observed_value: str
     visual_fact: str  # f_x
@@ -76,6 +82,8 @@ class Reading:
 
 @dataclass(frozen=True)
 class Grounding:
+    """The rule gamma_x that turns the visual fact into the answer."""
+
     rule: str  # gamma_x
 
 

@@ -28,16 +28,16 @@ sufficient state, and every wrong answer is READ.
 
 from __future__ import annotations
 
-import base64
 import json
 import re
 from collections.abc import Iterable
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI
 from PIL import Image
 
-from beacon.images import image_key, load_image
+from beacon.engines.scripted_server import chat_app, decode_data_url, image_urls
+from beacon.images import image_key
 from beacon.types import Sample
 
 _QUESTION, _REFERENCE = "Question: ", "\nReference answer: "
@@ -54,13 +54,8 @@ ORIGINAL = {"state_id": "ORIGINAL_STATE", "support_image_ids": ["ORIGINAL_IMAGE"
 
 def first_image(messages: list[dict[str, Any]]) -> Image.Image | None:
     """The request's first image (the item's original), decoded from its data URL."""
-    for message in messages:
-        content = message.get("content")
-        for part in content if isinstance(content, list) else []:
-            if part.get("type") == "image_url":
-                payload = part["image_url"]["url"].split(",", 1)[-1]
-                return load_image(base64.b64decode(payload))
-    return None
+    urls = image_urls(messages)
+    return decode_data_url(urls[0]) if urls else None
 
 
 def crop_states(body: str) -> list[tuple[tuple[int, ...] | None, str, list[str]]]:
@@ -79,6 +74,8 @@ def crop_states(body: str) -> list[tuple[tuple[int, ...] | None, str, list[str]]
 
 
 def contains(box: tuple[int, ...] | None, region: list[int]) -> bool:
+    """True when crop `box` holds the whole evidence `region` (both x0, y0, x1, y1); no crop holds
+    nothing."""
     if box is None:
         return False
     return (
@@ -207,31 +204,11 @@ def diagnosis(
     }
 
 
-def chat_completion(content: str, model: str = "scripted-critic") -> dict[str, Any]:
-    """An OpenAI chat-completions response body holding `content`."""
-    return {
-        "id": "scripted-critic",
-        "object": "chat.completion",
-        "model": model,
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": content},
-                "finish_reason": "stop",
-            }
-        ],
-    }
-
-
-def create_app(critic: ScriptedCritic) -> Any:
+def create_app(critic: ScriptedCritic) -> FastAPI:
     """A FastAPI app answering `/v1/chat/completions` with the scripted critic's JSON."""
-    app = FastAPI(title="beacon scripted critic")
 
-    @app.post("/v1/chat/completions")
-    async def complete(request: Request) -> dict[str, Any]:
-        body = await request.json()
+    def reply(body: dict[str, Any]) -> str:
         messages = body.get("messages", [])
-        output = critic.answer(request_text(messages), first_image(messages))
-        return chat_completion(json.dumps(output))
+        return json.dumps(critic.answer(request_text(messages), first_image(messages)))
 
-    return app
+    return chat_app(reply, "scripted-critic", title="beacon scripted critic")

@@ -37,6 +37,7 @@ class ObservedState:
 
     @property
     def is_original(self) -> bool:
+        """True for the original image's state, which belongs to no rollout."""
         return self.owner is None
 
 
@@ -48,13 +49,16 @@ class ObservedStates:
     image_keys: dict[str, str] = field(default_factory=dict)
 
     def get(self, state_id: str) -> ObservedState | None:
+        """The state with `state_id`, or None when the critic named one that does not exist."""
         return next((s for s in self.states if s.state_id == state_id), None)
 
     def owned_by(self, owner: int) -> list[ObservedState]:
+        """The states rollout `owner` made with its tool calls, in call order."""
         return [s for s in self.states if s.owner == owner]
 
     @property
     def original(self) -> ObservedState:
+        """The original image's state (always first)."""
         return self.states[0]
 
 

@@ -32,6 +32,7 @@ class TeacherScores:
 
     @property
     def num_positions(self) -> int:
+        """Supervised positions scored (rows of every tensor here)."""
         return int(self.sampled_logprob.shape[0])
 
 

@@ -9,18 +9,16 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
+
+from beacon.config import StrictModel
 
 Aggregation = Literal["sequence_mean", "token_mean"]
 FilterRule = Literal["adaptive", "strict", "off"]
 Truncated = Literal["wrong", "mask"]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
-
-
-class NAARConfig(_Strict):
+class NAARConfig(StrictModel):
     code_reward: float = Field(
         0.25,
         ge=0.0,
@@ -30,7 +28,7 @@ class NAARConfig(_Strict):
     )
 
 
-class BlogConfig(_Strict):
+class BlogConfig(StrictModel):
     alpha: float = Field(0.5, ge=0.0, description="α: bonus for easy ∧ no tool ∧ correct.")
     beta: float = Field(0.5, ge=0.0, description="β: bonus for hard ∧ tool ∧ correct.")
     gamma: float = Field(
@@ -41,7 +39,7 @@ class BlogConfig(_Strict):
     )
 
 
-class FilterConfig(_Strict):
+class FilterConfig(StrictModel):
     rule: FilterRule = Field(
         "adaptive",
         description="adaptive: drop groups whose adaptive rewards are all equal (all wrong, or "
@@ -50,7 +48,7 @@ class FilterConfig(_Strict):
     )
 
 
-class LossConfig(_Strict):
+class LossConfig(StrictModel):
     clip_eps: float = Field(0.2, gt=0.0, description="ε of the clipped ratio, lower side.")
     clip_eps_high: float | None = Field(
         None, gt=0.0, description="ε of the upper side (DAPO's clip-higher); None = clip_eps."
@@ -65,14 +63,14 @@ class LossConfig(_Strict):
     )
 
 
-class HGCEConfig(_Strict):
+class HGCEConfig(StrictModel):
     enabled: bool = Field(False, description="Rescue all-wrong groups with an answer-free hint.")
     check_leaks: bool = Field(
         True, description="Refuse hints that contain the reference answer (hint_leaks)."
     )
 
 
-class RLConfig(_Strict):
+class RLConfig(StrictModel):
     reward: str = Field("naar", description="Reward variant: naar (paper), binary, blog.")
     format_weight: float = Field(
         0.1, ge=0.0, le=1.0, description="w_f in R = w_f·R_format + (1 - w_f)·R_adaptive."

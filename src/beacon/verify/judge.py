@@ -148,4 +148,5 @@ class Judge:
         return result
 
     def close(self) -> None:
+        """Close the verdict cache's SQLite connection."""
         self.cache.close()

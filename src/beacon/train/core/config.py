@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
+
+from beacon.config import StrictModel
 
 OPERATIONAL_KEYS = frozenset(
     {"train.keep_last", "train.log_every", "train.progress_bar", "train.tensorboard", "health"}
@@ -21,11 +23,7 @@ it computes (the `health` thresholds only decide which alarms fire, and whether 
 run). Every other key is part of the run's identity."""
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
-
-
-class LoraConfig(_Strict):
+class LoraConfig(StrictModel):
     """LoRA adapters through `peft`; the base weights stay frozen."""
 
     r: int = Field(16, ge=1, description="LoRA rank r.")
@@ -45,7 +43,7 @@ class LoraConfig(_Strict):
     )
 
 
-class ModelConfig(_Strict):
+class ModelConfig(StrictModel):
     """The checkpoint to train and how to hold it."""
 
     path: str = Field(..., description="Hugging Face checkpoint folder (or hub id already cached).")
@@ -61,7 +59,7 @@ class ModelConfig(_Strict):
     )
 
 
-class TrainConfig(_Strict):
+class TrainConfig(StrictModel):
     """The optimisation and the run folder."""
 
     output_dir: str = Field(..., description="Run folder: config, metrics, checkpoints.")
@@ -116,7 +114,7 @@ class TrainConfig(_Strict):
         return self
 
 
-class HealthConfig(_Strict):
+class HealthConfig(StrictModel):
     """When a health alarm fires (docs/train.md, "Guard rails"): one warning line per alarm as
     it starts firing, `health/alarm/<name>` in every step's metrics, and with `stop_on_alarm`
     a saved checkpoint and an error. Every threshold may be null: that alarm is off."""

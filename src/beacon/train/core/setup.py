@@ -12,9 +12,9 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
+from beacon.runfolder import check_run_folder, write_run_config
 from beacon.train.core.config import OPERATIONAL_KEYS, LoraConfig, ModelConfig, TrainConfig
 from beacon.train.core.loop import LoopParts
-from beacon.train.core.rundir import check_run_dir, write_config
 
 _WEIGHT_FILES = (".safetensors", ".bin", ".pt", ".pth")
 _MODEL_CONFIG_FILES = ("config.json", "generation_config.json", "model.safetensors.index.json")
@@ -52,7 +52,7 @@ def open_run(
     operational: Collection[str] = OPERATIONAL_KEYS,
     per_process: Mapping[str, int] | None = None,
 ) -> tuple[Any, Path]:
-    """The accelerator and the run folder, checked (`check_run_dir`) and holding `config.yaml`;
+    """The accelerator and the run folder, checked (`check_run_folder`) and holding `config.yaml`;
     every RNG seeded from `train.seed`.
 
     `per_process` names the settings (key -> value) a step splits over the processes; one that
@@ -68,10 +68,12 @@ def open_run(
                 "set it to a multiple of the process count"
             )
     run_dir = Path(cfg.train.output_dir)
-    check_run_dir(run_dir, cfg, resume, operational)
+    check_run_folder(
+        run_dir, cfg, operational, folder_setting="train.output_dir", resume=resume, write=False
+    )
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
-        write_config(run_dir, cfg)
+        write_run_config(run_dir, cfg, operational)
     accelerator.wait_for_everyone()
     set_seed(cfg.train.seed)
     return accelerator, run_dir

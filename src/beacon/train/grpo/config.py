@@ -10,12 +10,13 @@ from __future__ import annotations
 from pydantic import Field, model_validator
 
 from beacon.agent.config import AgentConfig
+from beacon.config import StrictModel
 from beacon.rl.config import RLConfig
 from beacon.sandbox.config import SandboxConfig
-from beacon.train.core.config import HealthConfig, ModelConfig, TrainConfig, _Strict
+from beacon.train.core.config import HealthConfig, ModelConfig, TrainConfig
 
 
-class RolloutConfig(_Strict):
+class RolloutConfig(StrictModel):
     """Which prompts each step rolls out, and how many responses each gets."""
 
     benchmark: str = Field("synth", description="Registered benchmark the prompts come from.")
@@ -63,7 +64,7 @@ class RolloutConfig(_Strict):
         return self
 
 
-class GRPOConfig(_Strict):
+class GRPOConfig(StrictModel):
     """GRPO with NAAR and HGCE (beacon.md §4). `train.global_batch_size` is not read: a step
     trains on the kept responses of `rollout.prompts_per_step` groups."""
 

@@ -14,22 +14,17 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from beacon.agent.config import AgentConfig
+from beacon.config import StrictModel
 from beacon.revue.config import RevueConfig
 from beacon.sandbox.config import SandboxConfig
-from beacon.train.core.config import (
-    OPERATIONAL_KEYS,
-    HealthConfig,
-    ModelConfig,
-    TrainConfig,
-    _Strict,
-)
+from beacon.train.core.config import OPERATIONAL_KEYS, HealthConfig, ModelConfig, TrainConfig
 
 
 def _student_agent() -> AgentConfig:
     return AgentConfig(temperature=1.0, top_p=0.9, top_k=50, code_temperature=0.0)
 
 
-class TeacherConfig(_Strict):
+class TeacherConfig(StrictModel):
     """The frozen teacher q, run in-process on the student's exact token ids."""
 
     path: str = Field(..., description="Teacher checkpoint folder; must share the student's vocab.")
@@ -59,7 +54,7 @@ class TeacherConfig(_Strict):
     )
 
 
-class TeacherCheckConfig(_Strict):
+class TeacherCheckConfig(StrictModel):
     """Before step 1: is the teacher better than the student on the student's own rollouts?"""
 
     enabled: bool = Field(True, description="Run the check (its result: RUN/teacher_check.json).")
@@ -81,7 +76,7 @@ class TeacherCheckConfig(_Strict):
     )
 
 
-class OPDDataConfig(_Strict):
+class OPDDataConfig(StrictModel):
     """The training items (a registered benchmark, e.g. the generated `synth`)."""
 
     benchmark: str = Field("synth", description="Benchmark name (beacon.benchmarks registry).")
@@ -90,7 +85,7 @@ class OPDDataConfig(_Strict):
     seed: int = Field(0, description="Benchmark seed (synth draws items from it).")
 
 
-class RolloutConfig(_Strict):
+class RolloutConfig(StrictModel):
     """Student rollouts through the agent loop and the sandbox."""
 
     group_size: int = Field(8, ge=1, description="M: trajectories per item.")
@@ -101,7 +96,7 @@ class RolloutConfig(_Strict):
     concurrency: int = Field(32, ge=1, description="Episodes in flight in the agent loop.")
 
 
-class CriticConfig(_Strict):
+class CriticConfig(StrictModel):
     """Where the critic is: an OpenAI-compatible endpoint, or the scripted synth critic."""
 
     base_url: str | None = Field(
@@ -113,7 +108,7 @@ class CriticConfig(_Strict):
     api_key_env: str | None = Field(None, description="Environment variable holding the API key.")
 
 
-class OPDConfig(_Strict):
+class OPDConfig(StrictModel):
     """`beacon train opd`: on-policy distillation with ReVuE's reflections and weights."""
 
     model: ModelConfig

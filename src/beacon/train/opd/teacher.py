@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 from typing import Any
 
-import httpx
 import torch
 from PIL import Image
 
+from beacon.engines.http import HttpClient, Retryable
 from beacon.engines.patch_embed import linear_patch_embeddings
 from beacon.images import encode_png
 from beacon.revue import TeacherScores
@@ -39,8 +40,7 @@ class RemoteTeacher:
     ) -> None:
         self.url = base_url.rstrip("/") + "/score"
         self.load_key = load_key
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self.client = httpx.Client(timeout=timeout_s, headers=headers)
+        self.client = HttpClient(self.url, api_key, timeout_s, concurrency=1)
 
     def teacher_scores(self, encoded: EncodedTrajectory, k: int, chunk_size: int) -> TeacherScores:
         images = [
@@ -55,11 +55,17 @@ class RemoteTeacher:
             "k": k,
             "chunk_size": chunk_size,
         }
-        response = self.client.post(self.url, json=body)
-        if response.status_code >= 400:
+        try:
+            response = self.client.post_blocking(self.url, json.dumps(body).encode())
+        except Retryable as exc:
             raise RuntimeError(
-                f"teacher server {self.url} answered HTTP {response.status_code}: "
-                f"{response.text[:300]}; check teacher.base_url and the server's log"
+                f"teacher server {self.url}: {exc}; check teacher.base_url and that the server "
+                "is up"
+            ) from exc
+        if response.status >= 400:
+            raise RuntimeError(
+                f"teacher server {self.url} answered HTTP {response.status}: "
+                f"{response.error_message()[:300]}; check teacher.base_url and the server's log"
             )
         data = response.json()
         return TeacherScores(
@@ -69,6 +75,7 @@ class RemoteTeacher:
         )
 
     def close(self) -> None:
+        """Close the HTTP client."""
         self.client.close()
 
 

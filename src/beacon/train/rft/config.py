@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
-from beacon.config import raise_problems
+from beacon.config import StrictModel, raise_problems
 from beacon.engines.config import EngineConfig
 from beacon.eval.config import EvalConfig
-from beacon.train.core.config import OPERATIONAL_KEYS, ModelConfig, TrainConfig, _Strict
+from beacon.train.core.config import OPERATIONAL_KEYS, ModelConfig, TrainConfig
 from beacon.train.opd.config import OPDDataConfig, RolloutConfig
 
 
-class RFTTeacherConfig(_Strict):
+class RFTTeacherConfig(StrictModel):
     """The teacher whose verified trajectories the student is fine-tuned on."""
 
     path: str | None = Field(
@@ -33,7 +33,7 @@ class RFTTeacherConfig(_Strict):
     )
 
 
-class RFTFilterConfig(_Strict):
+class RFTFilterConfig(StrictModel):
     """Which teacher episodes are training data (`beacon.data.stages.expert_drop_reason`)."""
 
     require_tool: bool = Field(
@@ -46,7 +46,7 @@ class RFTFilterConfig(_Strict):
     )
 
 
-class RFTConfig(_Strict):
+class RFTConfig(StrictModel):
     """`beacon train rft`: sample the teacher, keep verified trajectories, SFT the student."""
 
     model: ModelConfig

@@ -40,7 +40,7 @@ from beacon.engines.registry import check_model
 from beacon.errors import UserError
 from beacon.eval.config import EvalConfig
 from beacon.jsonl import write_atomic, write_jsonl_atomic
-from beacon.train.core.rundir import check_run_dir, write_config
+from beacon.runfolder import check_run_folder, write_run_config
 from beacon.train.rft.config import RFT_OPERATIONAL_KEYS, RFTConfig
 from beacon.train.sft.config import DataConfig, SFTConfig
 
@@ -189,7 +189,14 @@ def run_rft(cfg: RFTConfig, resume: bool = False) -> dict[str, Any]:
     if cfg.teacher.path is not None:
         require_checkpoint("teacher.path", cfg.teacher.path)
     preflight(teacher_eval_config(cfg, run_dir))  # a wrong data path: nothing is written
-    check_run_dir(run_dir, cfg, resume, RFT_OPERATIONAL_KEYS)
+    check_run_folder(
+        run_dir,
+        cfg,
+        RFT_OPERATIONAL_KEYS,
+        folder_setting="train.output_dir",
+        resume=resume,
+        write=False,
+    )
     processes.wait_for_everyone()
     stages = [
         Stage("sample", "sample the teacher", lambda: sample_stage(cfg, run_dir)),
@@ -201,7 +208,7 @@ def run_rft(cfg: RFTConfig, resume: bool = False) -> dict[str, Any]:
         ),
     ]
     if processes.is_main_process:
-        write_config(run_dir, cfg)
+        write_run_config(run_dir, cfg, RFT_OPERATIONAL_KEYS)
         _run_stages(stages[:2], run_dir, write=True)
     processes.wait_for_everyone()
     return _run_stages(stages, run_dir, write=processes.is_main_process)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from beacon.train.core.config import ModelConfig, TrainConfig, _Strict
+from beacon.config import StrictModel
+from beacon.train.core.config import ModelConfig, TrainConfig
 
 
-class DataConfig(_Strict):
+class DataConfig(StrictModel):
     """Where the trajectories and their images are."""
 
     train: list[str] = Field(
@@ -21,7 +22,7 @@ class DataConfig(_Strict):
     )
 
 
-class SFTConfig(_Strict):
+class SFTConfig(StrictModel):
     """Cold-start SFT: cross-entropy on generated segments only (beacon.md §3)."""
 
     model: ModelConfig

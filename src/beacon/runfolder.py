@@ -1,0 +1,115 @@
+"""A run folder's identity: the one check every command that writes a run folder makes (eval,
+the trainers, the demo) before it adds results to it.
+
+A run's identity is its whole resolved config minus a named list of operational keys
+(`beacon.config.identity`). The folder records its config in a YAML file that names its model on
+the first line and its identity hash on the second (`beacon.config.config_class_for` reads the
+first). A later command into the same folder may change operational keys only; any other
+difference is refused with `RunFolderMismatch`, which names every differing key and the setting
+that picks another folder, because resuming would mix results made under two configs. A setting
+added to Beacon after the folder was written counts as unchanged while it has its default (the
+folder's run computed what the default computes), so an upgrade does not orphan run folders.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel
+
+from beacon.config import (
+    drop_keys,
+    field_default,
+    flatten,
+    identity,
+    identity_diff,
+    identity_hash,
+    to_yaml,
+)
+from beacon.errors import UserError
+from beacon.jsonl import write_atomic
+
+CONFIG_FILE = "config.yaml"
+
+
+class RunFolderMismatch(UserError, ValueError):
+    """The folder holds a run this config may not continue: made with other settings, unreadable,
+    or (without resume) there at all."""
+
+
+def check_run_folder(
+    folder: Path,
+    config: BaseModel,
+    operational: Collection[str],
+    *,
+    folder_setting: str,
+    resume: bool = True,
+    write: bool = True,
+    config_file: str = CONFIG_FILE,
+) -> str:
+    """Raise `RunFolderMismatch` unless `config` may run in `folder`; then (with `write`) record
+    it there. Returns the run's identity hash.
+
+    `folder_setting` is what the user sets to pick another folder (``--out``,
+    ``train.output_dir``); the errors name it as the fix. Without `resume` a folder that already
+    holds a config is refused outright (a trainer's checkpoints would mix with the new run's). A
+    trainer checks in every process with ``write=False`` and records the config from its main
+    process (`write_run_config`) once all have checked, so no process sees another's write.
+    """
+    path = folder / config_file
+    now = identity(config, operational)
+    if path.exists():
+        if not resume:
+            raise RunFolderMismatch(
+                f"{folder} already holds a run; pass --resume to continue it, or use a new "
+                f"{folder_setting}"
+            )
+        before = _stored_identity(path, operational, folder_setting)
+        added = {
+            key
+            for key, value in now.items()
+            if key not in before and field_default(type(config), key) == value
+        }
+        changed = identity_diff(before, {k: v for k, v in now.items() if k not in added})
+        if changed:
+            raise RunFolderMismatch(
+                f"{folder} holds a run made with other settings ({'; '.join(changed)}); "
+                f"resuming would mix them. Rerun with those settings, or use a new {folder_setting}"
+            )
+    if write:
+        write_run_config(folder, config, operational, config_file)
+    return identity_hash(now)
+
+
+def write_run_config(
+    folder: Path,
+    config: BaseModel,
+    operational: Collection[str],
+    config_file: str = CONFIG_FILE,
+) -> None:
+    """Write the resolved config to `folder/config_file` atomically, headed by its model's name
+    (so `load_config(config_class_for(path), path)` rebuilds it) and its identity hash."""
+    cls = type(config)
+    header = (
+        f"# config: {cls.__module__}:{cls.__qualname__}\n"
+        f"# run identity: sha256:{identity_hash(identity(config, operational))}\n"
+    )
+    write_atomic(folder / config_file, header + to_yaml(config))
+
+
+def _stored_identity(
+    path: Path, operational: Collection[str], folder_setting: str
+) -> dict[str, Any]:
+    try:
+        stored = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise RunFolderMismatch(
+            f"{path} cannot be read ({' '.join(str(exc).split())}); is this a beacon run "
+            f"folder? Use a new {folder_setting}"
+        ) from None
+    if not isinstance(stored, dict):
+        raise RunFolderMismatch(f"{path} is not a beacon run config; use a new {folder_setting}")
+    return drop_keys(flatten(stored), operational)
