@@ -60,6 +60,15 @@ def test_teacher_student_gap_fires_when_it_grows_past_its_lowest_full_window() -
     assert flags == [0, 0, 0, 0, 0, 0, 0, 1]
 
 
+def test_teacher_student_gap_of_float_noise_does_not_fire() -> None:
+    """Teacher = student: gaps of ~1e-8 that double are still agreement (the floor)."""
+    gaps = [4e-9, 4e-9, 1e-8, 2e-8, 4e-8]
+    flags = stream(HealthMonitor(HealthConfig(window=1)), "health/teacher_student_gap", gaps)
+    assert flags == [0, 0, 0, 0, 0]
+    no_floor = HealthConfig(window=1, teacher_student_gap_floor=0.0)
+    assert stream(HealthMonitor(no_floor), "health/teacher_student_gap", gaps)[-1] == 1
+
+
 def test_missing_or_undefined_values_are_not_evaluated() -> None:
     metrics = {"step": 1, "health/tool_rate_hard": 1.0, "health/entropy": math.nan}
     HealthMonitor(HealthConfig()).check(metrics)

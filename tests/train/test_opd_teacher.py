@@ -131,7 +131,7 @@ def test_a_context_that_hurts_the_teacher_is_reported_then_refused(
     with caplog.at_level(logging.WARNING, logger="beacon.train.opd.probe"):
         run_opd(OPDConfig.model_validate(settings))
     effect = read_check(out).context
-    assert effect is not None and effect.tokens > 0 and effect.hurts
+    assert effect is not None and effect.tokens > 0 and effect.hurts(0.01)
     assert effect.conditioned < effect.base
     assert "context lowers its log-prob" in caplog.text
     settings["teacher_check"]["on_context_hurts"] = "error"
@@ -169,8 +169,9 @@ def test_accuracy_decides_first_then_the_logprob_gain() -> None:
             coordinate_conditioned=coordinate,
         )
 
-    assert effect(-0.2, None).hurts and not effect(-0.05, None).hurts
-    assert effect(-0.05, -1.0).hurts and not effect(-0.05, -0.05).hurts  # coordinates alone
+    assert effect(-0.2, None).hurts(0.01) and not effect(-0.05, None).hurts(0.01)
+    assert effect(-0.05, -1.0).hurts(0.01) and not effect(-0.05, -0.05).hurts(0.01)  # coordinates
+    assert not effect(-0.105, None).hurts(0.01) and effect(-0.105, None).hurts(0.0)  # tolerance
 
 
 def test_coordinate_tokens_are_the_digits_written_in_code(tiny_tokenizer: Any) -> None:

@@ -164,6 +164,12 @@ class HealthConfig(StrictModel):
         description="OPD: health/teacher_student_gap (rolling) above this multiple of its lowest "
         "rolling value in the run: the student drifts away from its teacher.",
     )
+    teacher_student_gap_floor: float = Field(
+        0.01,
+        ge=0,
+        description="OPD: a rolling teacher-student gap at or below this (nats per token) is "
+        "agreement, whatever its multiple (a teacher equal to the student gives ~1e-8).",
+    )
     dropped_max: float | None = Field(
         0.0,
         ge=0,

@@ -95,11 +95,12 @@ def _collapsed(value: float, series: Series, cfg: HealthConfig) -> float | None:
 
 def _grown(value: float, series: Series, cfg: HealthConfig) -> float | None:
     """Above `teacher_student_gap_growth` times the lowest rolling mean of a full window before
-    (so the first steps are the baseline, not a drift)."""
+    (so the first steps are the baseline, not a drift), and above `teacher_student_gap_floor`
+    (float noise grows by any ratio)."""
     factor = cfg.teacher_student_gap_growth
     if factor is None or not (0 < series.low < math.inf):
         return None
-    bound = factor * series.low
+    bound = max(factor * series.low, cfg.teacher_student_gap_floor)
     return bound if value > bound else None
 
 

@@ -69,6 +69,12 @@ class TeacherCheckConfig(StrictModel):
         description="A teacher that is not better: stop before step 1 (error) or train anyway "
         "(warn; e.g. the teacher = student control run).",
     )
+    context_tolerance: float = Field(
+        0.01,
+        ge=0,
+        description="Nats per token by which the context may lower the teacher's log-prob of "
+        "correct continuations (overall or on coordinate tokens) before it counts as hurting.",
+    )
     on_context_hurts: Literal["error", "warn"] = Field(
         "warn",
         description="A conditioned teacher (reflection, gt) whose context lowers its log-prob "
@@ -146,6 +152,8 @@ class OPDConfig(StrictModel):
 OPD_OPERATIONAL_KEYS = OPERATIONAL_KEYS | {
     "teacher_check.on_fail",
     "teacher_check.on_context_hurts",
+    "teacher_check.context_tolerance",
+    "teacher_check.min_logprob_gain",
 }
 """Keys a resume may change: the loop's reporting keys, and what a failed teacher check does
 (rerun with `--resume --set teacher_check.on_fail=warn` to train with that teacher anyway)."""

@@ -10,8 +10,9 @@ decides first: a much stronger teacher can give a weak student's correct continu
 log-prob than the student does (it writes the same answer with other tokens). A reflection or
 gt teacher is also compared with its base prompt on those continuations, overall and on the
 digits written in code (the crop coordinates): ReVuE up-weights the positions its context
-moves, so a context that lowers them corrupts the targets it weights most. Each finding warns or
-stops (`on_fail`, `on_context_hurts`); `teacher_check.json` records it, and a resume reads it back.
+moves, so a context that lowers them (by more than `context_tolerance`) corrupts the targets it
+weights most. Each finding warns or stops (`on_fail`, `on_context_hurts`); `teacher_check.json`
+records it, and a resume reads it back.
 """
 
 from __future__ import annotations
@@ -54,13 +55,13 @@ class ContextEffect(BaseModel):
     coordinate_base: float | None
     coordinate_conditioned: float | None
 
-    @property
-    def hurts(self) -> bool:
-        """The context lowers the log-prob of correct tokens, overall or on coordinates."""
-        if self.conditioned < self.base:
+    def hurts(self, tolerance: float) -> bool:
+        """The context lowers the log-prob of correct tokens by more than `tolerance` nats per
+        token, overall or on coordinates."""
+        if self.conditioned < self.base - tolerance:
             return True
         before, after = self.coordinate_base, self.coordinate_conditioned
-        return before is not None and after is not None and after < before
+        return before is not None and after is not None and after < before - tolerance
 
     def line(self) -> str:
         text = f"conditioned {self.conditioned:.4f} vs base {self.base:.4f} nats/token"
@@ -217,7 +218,7 @@ def teacher_check(
         if parts.policy.accelerator.is_main_process:
             write_atomic(path, check.model_dump_json(indent=2) + "\n")
     logger.info("teacher check: %s", check.line())
-    if check.context is not None and check.context.hurts:
+    if check.context is not None and check.context.hurts(cfg.context_tolerance):
         _fail(
             f"the teacher's context lowers its log-prob of correct continuations "
             f"({check.context.line()}); ReVuE's weights would favour those targets",
