@@ -191,7 +191,7 @@ def test_main_job_runs_as_written(tmp_path: Path) -> None:
     found = [
         line for line in (out / "report.md").read_text().splitlines() if "NAAR raises MA" in line
     ]
-    assert len(found) == 1 and found[0].endswith("reproduced"), found
+    assert len(found) == 1 and ": reproduced (" in found[0], found
 
 
 @pytest.mark.slow

@@ -183,13 +183,9 @@ class DemoReport:
             "trainers, metrics); the synthetic parts are the data, the **scripted expert** that "
             "writes the SFT trajectories and the **scripted critic** of ReVuE.",
             "",
-            f"Sizes: {c.data.train_items} expert items (+{c.data.hinted_items} hinted, "
-            f"{c.data.text_items} text-only), SFT {c.sft.steps} steps x {c.sft.batch_size}, "
-            f"GRPO {c.rl.steps} steps x {c.rl.prompts_per_step} prompts x G={c.rl.group_size} "
-            f"per arm and seed ({c.seeds} seeds), OPD {c.revue.steps} steps, held-out eval "
-            f"{c.eval.items} items x {{tool, notool}}, greedy. Stage times add up to "
-            f"{total:.1f} min ({c.jobs} GRPO / OPD jobs at once: their times overlap, the run "
-            "took less; `beacon demo` prints its wall time).",
+            f"Sizes: {self.sizes()}, held-out eval {c.eval.items} items x {{tool, notool}}, "
+            f"greedy. Stage times add up to {total:.1f} min ({c.jobs} GRPO / OPD jobs at once: "
+            "their times overlap, the run took less; `beacon demo` prints its wall time).",
             "",
             "Intervals are 95% bootstrap intervals: each resample draws the held-out items once, "
             "for every seed and every variant, and each variant's seeds within it "
@@ -204,6 +200,26 @@ class DemoReport:
             "difficulty.",
             "",
         ]
+
+    def sizes(self) -> str:
+        """What this run trained, stage by stage, as the header states it."""
+        c = self.cfg
+        seeds = f"{c.seeds} seed{'s' if c.seeds > 1 else ''}"
+        if c.cold_start == "shipped":
+            parts = ["the shipped cold start (no data or SFT stage)"]
+        else:
+            parts = [
+                f"{c.data.train_items} expert items (+{c.data.hinted_items} hinted, "
+                f"{c.data.text_items} text-only)",
+                f"SFT {c.sft.steps} steps x {c.sft.batch_size}",
+            ]
+        parts.append(
+            f"GRPO {c.rl.steps} steps x {c.rl.prompts_per_step} prompts x G={c.rl.group_size} "
+            f"per arm and seed ({seeds})"
+        )
+        if c.revue.enabled:
+            parts.append(f"OPD {c.revue.steps} steps per variant and seed")
+        return ", ".join(parts)
 
     def cold_start(self) -> list[str]:
         data = read_json(self.root / "sft" / "summary.json")
@@ -468,10 +484,14 @@ class DemoReport:
         return made
 
     def plot_learning_curves(self, fig: Figure) -> bool:
+        """SFT loss (when this run trained its cold start) beside GRPO's tool rate and accuracy."""
         sft = read_jsonl(self.paths.sft_dir / "metrics.jsonl")
-        ax_sft, ax_tool, ax_acc = fig.subplots(1, 3)
-        ax_sft.plot([r["step"] for r in sft], [r["loss"] for r in sft])
-        ax_sft.set(title="SFT loss", xlabel="step", yscale="log")
+        axes = fig.subplots(1, 3 if sft else 2)
+        ax_tool, ax_acc = axes[-2:]
+        if sft:
+            axes[0].plot([r["step"] for r in sft], [r["loss"] for r in sft])
+            axes[0].set(title="SFT loss", xlabel="step", yscale="log")
+        drawn = False
         for arm in self.cfg.rl.arms:
             logs = [
                 read_jsonl(self.paths.rl_dir(arm, s) / "metrics.jsonl")
@@ -481,10 +501,11 @@ class DemoReport:
                 curve = mean_curve(logs, key)
                 if curve:
                     ax.plot(*zip(*curve, strict=True), label=ARM_LABELS.get(arm, arm))
+                    drawn = True
         ax_tool.set(title="GRPO: tool-call rate in rollouts", xlabel="step", ylim=(-0.05, 1.05))
         ax_acc.set(title="GRPO: rollout accuracy", xlabel="step", ylim=(-0.05, 1.05))
         ax_acc.legend(fontsize=7)
-        return bool(sft)
+        return bool(sft) or drawn
 
     def plot_adaptivity(self, fig: Figure) -> bool:
         labels = list(self.metrics)
