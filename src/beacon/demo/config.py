@@ -53,7 +53,12 @@ class DemoReVuE(StrictModel):
     warmup_steps: int = Field(12, ge=0, description="OPD linear warm-up steps (then constant)")
     items_per_step: int = Field(2, ge=1, description="items per OPD step")
     group_size: int = Field(4, ge=1, description="student rollouts per item (M)")
-    lr: float = Field(2e-4, gt=0, description="student learning rate")
+    lr: float = Field(
+        5e-5,
+        gt=0,
+        description="student learning rate (2e-4 made the student surer of its readings faster "
+        "than it made them right: docs/demo.md)",
+    )
     student_sft_steps: int = Field(500, ge=1, description="SFT steps of the student's cold start")
     teacher_steps: int = Field(
         300, ge=1, description="SFT steps teaching the teacher to read reflections"
