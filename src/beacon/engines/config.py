@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import Field, field_validator
 
 from beacon.config import StrictModel
-from beacon.engines.registry import TINY_MODEL, engine_names
+from beacon.engines.registry import DEFAULT_CONCURRENCY, TINY_MODEL, engine_names
 
 
 class EngineConfig(StrictModel):
@@ -28,7 +28,12 @@ class EngineConfig(StrictModel):
     )
     device: str = Field("auto", description="hf/vllm: cpu, cuda or auto")
     batch_size: int = Field(8, ge=1, description="hf: requests per forward batch")
-    concurrency: int = Field(16, ge=1, description="openai: requests in flight")
+    concurrency: int | None = Field(
+        None,
+        ge=1,
+        description="openai: requests in flight; null: as many as the caller's episodes in "
+        f"flight (beacon eval's concurrency), {DEFAULT_CONCURRENCY} where it has none",
+    )
     timeout_s: float = Field(300.0, description="openai: per-request timeout")
     max_retries: int = Field(4, description="openai: retries on 5xx, 429 and connection errors")
 

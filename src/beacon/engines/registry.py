@@ -28,6 +28,8 @@ if TYPE_CHECKING:  # the config validates names against this registry, so no imp
     from beacon.engines.config import EngineConfig
 
 TINY_MODEL = "tiny"  # model name meaning "the built-in tiny Qwen2-VL, built locally on first use"
+DEFAULT_CONCURRENCY = 16
+"""openai engine: requests in flight where neither a setting nor the caller gives a number."""
 
 
 @dataclass(frozen=True)
@@ -179,7 +181,7 @@ def _openai_options(cfg: EngineConfig) -> dict[str, Any]:
         "base_url": cfg.base_url,
         "api_key": cfg.api_key or os.environ.get("OPENAI_API_KEY"),
         "tokenizer": tokenizer,
-        "concurrency": cfg.concurrency,
+        "concurrency": cfg.concurrency or DEFAULT_CONCURRENCY,
         "timeout_s": cfg.timeout_s,
         "max_retries": cfg.max_retries,
     }

@@ -115,6 +115,11 @@ class EvalConfig(StrictModel):
 
     @model_validator(mode="after")
     def _check(self) -> EvalConfig:
+        if self.engine.concurrency is None:
+            # an openai engine holding fewer requests than there are episodes in flight caps the
+            # run at its own limit (16 requests: 32 two-turn episodes a second at 250 ms a
+            # turn, whatever --concurrency says)
+            self.engine.concurrency = self.concurrency
         if self.samples > 1 and self.agent.temperature == 0:
             raise ValueError(
                 f"samples={self.samples} at agent.temperature=0 gives K identical samples; "
