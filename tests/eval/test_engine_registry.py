@@ -24,3 +24,23 @@ def test_openai_engine_loads_the_tokenizer_of_a_local_served_model(tiny_model_pa
 def test_a_missing_local_model_is_refused_before_loading() -> None:
     with pytest.raises(UserError, match=r"engine\.model=/missing/ckpt: no such folder"):
         build_engine(EngineConfig(name="hf", model="/missing/ckpt"))
+
+
+def test_the_openai_engine_holds_as_many_requests_as_eval_has_episodes_in_flight() -> None:
+    """A fixed request limit below --concurrency capped `beacon eval` at its own pace (16
+    requests: 32 two-turn episodes a second at 250 ms a turn, with 16 or 64 in flight)."""
+    from beacon.config import load_config
+    from beacon.engines.registry import DEFAULT_CONCURRENCY
+    from beacon.eval.config import EvalConfig
+
+    url = "http://127.0.0.1:1/v1"
+    lifted = load_config(EvalConfig, overrides=["concurrency=64", "engine.name=openai"])
+    assert lifted.engine.concurrency == 64
+    engine = build_engine(lifted.engine.model_copy(update={"model": "served", "base_url": url}))
+    assert engine.concurrency == 64
+    engine.close()
+    spared = load_config(EvalConfig, overrides=["concurrency=64", "engine.concurrency=4"])
+    assert spared.engine.concurrency == 4
+    elsewhere = build_engine(EngineConfig(name="openai", model="served", base_url=url))
+    assert elsewhere.concurrency == DEFAULT_CONCURRENCY
+    elsewhere.close()
