@@ -19,6 +19,9 @@ Truncated = Literal["wrong", "mask"]
 
 
 class NAARConfig(StrictModel):
+    """The necessity-aware adaptive reward (docs/rl.md, NAAR): what a correct tool episode earns
+    when a text-only answer in its group was also right."""
+
     code_reward: float = Field(
         0.25,
         ge=0.0,
@@ -29,6 +32,8 @@ class NAARConfig(StrictModel):
 
 
 class BlogConfig(StrictModel):
+    """The blog reward's bonuses and penalty by item difficulty and mode (docs/rl.md)."""
+
     alpha: float = Field(0.5, ge=0.0, description="α: bonus for easy ∧ no tool ∧ correct.")
     beta: float = Field(0.5, ge=0.0, description="β: bonus for hard ∧ tool ∧ correct.")
     gamma: float = Field(
@@ -40,6 +45,8 @@ class BlogConfig(StrictModel):
 
 
 class FilterConfig(StrictModel):
+    """Which groups carry no learning signal and are dropped before the loss."""
+
     rule: FilterRule = Field(
         "adaptive",
         description="adaptive: drop groups whose adaptive rewards are all equal (all wrong, or "
@@ -49,6 +56,8 @@ class FilterConfig(StrictModel):
 
 
 class LossConfig(StrictModel):
+    """The clipped policy-gradient loss: clip range, KL and how token losses are averaged."""
+
     clip_eps: float = Field(0.2, gt=0.0, description="ε of the clipped ratio, lower side.")
     clip_eps_high: float | None = Field(
         None, gt=0.0, description="ε of the upper side (DAPO's clip-higher); None = clip_eps."
@@ -64,6 +73,8 @@ class LossConfig(StrictModel):
 
 
 class HGCEConfig(StrictModel):
+    """Hint-guided rollouts for all-wrong groups (HGCE), and the checks on the hints."""
+
     enabled: bool = Field(False, description="Rescue all-wrong groups with an answer-free hint.")
     check_leaks: bool = Field(
         True, description="Refuse hints that contain the reference answer (hint_leaks)."
@@ -71,6 +82,8 @@ class HGCEConfig(StrictModel):
 
 
 class RLConfig(StrictModel):
+    """The `rl:` section: reward, group filter, loss and HGCE, shared by every RL trainer."""
+
     reward: str = Field("naar", description="Reward variant: naar (paper), binary, blog.")
     format_weight: float = Field(
         0.1, ge=0.0, le=1.0, description="w_f in R = w_f·R_format + (1 - w_f)·R_adaptive."

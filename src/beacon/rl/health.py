@@ -44,6 +44,7 @@ class TokenHealth:
     entropy_tokens: int = 0
 
     def add(self, other: TokenHealth) -> None:
+        """Add another batch's sums (micro-batches, processes) into these."""
         self.gap_sum += other.gap_sum
         self.gap_tokens += other.gap_tokens
         self.entropy_sum += other.entropy_sum
@@ -58,6 +59,7 @@ class TokenHealth:
         return cls(float(values[0]), int(values[1]), float(values[2]), int(values[3]))
 
     def as_metrics(self) -> dict[str, float]:
+        """The means as `health/` metrics (NaN where no token was counted)."""
         return {
             "health/sampler_logprob_gap": _ratio(self.gap_sum, self.gap_tokens),
             "health/entropy": _ratio(self.entropy_sum, self.entropy_tokens),

@@ -44,6 +44,7 @@ def register_reward(name: str) -> Callable[[RewardFn], RewardFn]:
 
 
 def get_reward(name: str) -> RewardFn:
+    """The registered reward `name` (naar, binary, blog); an unknown name says what to set."""
     if name not in REWARDS:
         raise ValueError(
             f"unknown reward {name!r}; choose one of {sorted(REWARDS)} (--set rl.reward=naar)"

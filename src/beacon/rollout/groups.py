@@ -66,6 +66,7 @@ class RolloutStats:
     inconsistent: Counter[str] = field(default_factory=Counter)
 
     def add(self, other: RolloutStats) -> None:
+        """Add another collection's times and failure counts (several calls in one step)."""
         self.episodes_s += other.episodes_s
         self.sandbox_s += other.sandbox_s
         self.scoring_s += other.scoring_s

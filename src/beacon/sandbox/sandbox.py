@@ -225,6 +225,7 @@ class Sandbox:
         self._cleaner.wait()
 
     def close(self) -> None:
+        """Stop the workers and remove the sandbox's folders; later calls are refused."""
         with self._lock:
             if self._closed:
                 return
