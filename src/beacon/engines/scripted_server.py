@@ -34,6 +34,7 @@ from fastapi.responses import JSONResponse, Response
 from PIL import Image
 
 from beacon.engines.serve_guard import error_response
+from beacon.engines.serve_protocol import add_info_routes
 from beacon.images import load_image
 
 
@@ -58,14 +59,7 @@ def chat_app(reply: ReplyFn, model_name: str, title: str | None = None) -> FastA
         title=title or f"beacon {model_name}", docs_url=None, redoc_url=None, openapi_url=None
     )
 
-    @app.get("/health")
-    async def health() -> Response:
-        return Response(status_code=200)
-
-    @app.get("/v1/models")
-    async def models() -> dict[str, Any]:
-        card = {"id": model_name, "object": "model", "created": 0, "owned_by": "beacon"}
-        return {"object": "list", "data": [card]}
+    add_info_routes(app, model_name)
 
     @app.post("/v1/chat/completions")
     async def chat(raw: Request) -> Response:

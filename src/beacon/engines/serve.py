@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse
 
 from beacon.engines.base import Engine
 from beacon.engines.batching import BatchingQueue
@@ -61,7 +61,7 @@ from beacon.engines.serve_guard import (
     error_response,
     read_body,
 )
-from beacon.engines.serve_protocol import chat_response, parse_chat_request
+from beacon.engines.serve_protocol import add_info_routes, chat_response, parse_chat_request
 from beacon.engines.sharing import WeightGate, generate_in_chunks
 from beacon.engines.weights import push_size_limit
 
@@ -89,14 +89,7 @@ def create_app(
     if settings.api_key is not None:
         app.add_middleware(BearerAuth, api_key=settings.api_key)
 
-    @app.get("/health")
-    async def health() -> Response:
-        return Response(status_code=200)
-
-    @app.get("/v1/models")
-    async def models() -> dict[str, Any]:
-        card = {"id": model_name, "object": "model", "created": 0, "owned_by": "beacon"}
-        return {"object": "list", "data": [card]}
+    add_info_routes(app, model_name)
 
     @app.post("/v1/chat/completions")
     async def chat(raw: Request) -> JSONResponse:

@@ -20,6 +20,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
+from fastapi import FastAPI
+from fastapi.responses import Response
 from PIL import Image
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -129,6 +131,20 @@ class ParsedChat:
 
     request: GenerationRequest
     body: ChatCompletionRequest
+
+
+def add_info_routes(app: FastAPI, model_name: str) -> None:
+    """``GET /health`` (200, no body) and ``GET /v1/models`` (one card named `model_name`), as
+    vLLM answers them: what `beacon serve` and the scripted servers say alike."""
+
+    @app.get("/health")
+    async def health() -> Response:
+        return Response(status_code=200)
+
+    @app.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        card = {"id": model_name, "object": "model", "created": 0, "owned_by": "beacon"}
+        return {"object": "list", "data": [card]}
 
 
 def parse_chat_request(raw: bytes, settings: ServeSettings, engine: Engine) -> ParsedChat:
