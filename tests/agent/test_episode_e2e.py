@@ -181,11 +181,11 @@ def test_batch_of_episodes_keeps_results_apart(
         assert f"({50 + 10 * int(sample.id)}, 40)" in traj.tool_calls[0].stdout
 
 
-def test_served_episode_has_the_same_tokens_as_local(
+def local_and_served(
     engine: HFEngine, sandbox: Sandbox, sample: Sample, turn_script: type
-) -> None:
-    """`beacon serve` + the openai engine reproduce the hf engine's episode token for token,
-    including the observation image inside the assistant turn (Thyme's shape)."""
+) -> tuple[Trajectory, Trajectory]:
+    """The scripted Thyme episode of `sample` run on the hf engine, then through `beacon serve`
+    and the openai engine on the same engine."""
     from beacon.engines.openai import OpenAIEngine
     from beacon.engines.serve import serving
 
@@ -197,6 +197,15 @@ def test_served_episode_has_the_same_tokens_as_local(
         client = OpenAIEngine(base_url=base_url, model="beacon", tokenizer=engine.tokenizer)
         with AgentLoop(client, sandbox, config) as loop:
             (served,) = loop.run([EpisodeSpec(sample, mode="tool")])
+    return local, served
+
+
+def test_served_episode_has_the_same_tokens_as_local(
+    engine: HFEngine, sandbox: Sandbox, sample: Sample, turn_script: type
+) -> None:
+    """`beacon serve` + the openai engine reproduce the hf engine's episode token for token,
+    including the observation image inside the assistant turn (Thyme's shape)."""
+    local, served = local_and_served(engine, sandbox, sample, turn_script)
     assert served.finish_reason == local.finish_reason == "answer"
     assert [s.role for s in served.segments] == [s.role for s in local.segments]
     assert served.token_ids == local.token_ids
@@ -261,17 +270,7 @@ def test_episodes_pass_the_trainers_check_locally_and_served(
     """Every engine call's view is recorded, the crop knows its box, and the trajectory is what
     the engine saw, also when `beacon serve` rendered the context itself; an altered copy is
     not."""
-    from beacon.engines.openai import OpenAIEngine
-    from beacon.engines.serve import serving
-
-    script(engine, turn_script, THYME_TURNS, "</sandbox_output>")
-    config = AgentConfig(max_new_tokens_per_turn=200)
-    with AgentLoop(engine, sandbox, config) as loop:
-        (local,) = loop.run([EpisodeSpec(sample, mode="tool")])
-    with serving(engine) as base_url:
-        client = OpenAIEngine(base_url=base_url, model="beacon", tokenizer=engine.tokenizer)
-        with AgentLoop(client, sandbox, config) as loop:
-            (served,) = loop.run([EpisodeSpec(sample, mode="tool")])
+    local, served = local_and_served(engine, sandbox, sample, turn_script)
     pad = engine.tokenizer.image_token_id
     for traj in (local, served):
         views = [s.engine for s in traj.segments if s.engine is not None]
