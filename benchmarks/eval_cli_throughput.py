@@ -19,22 +19,13 @@ import argparse
 import json
 import resource
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+from eval_throughput import start_fake  # this folder: the same fake server
+
 BASELINE = ["--set", "engine.concurrency=16"]
-
-
-def start_server(latency_s: float) -> tuple[subprocess.Popen, str]:
-    """The fake server in its own process, and its /v1 address."""
-    cmd = [sys.executable, str(HERE / "eval_throughput.py"), "--serve-fake", str(latency_s)]
-    server = subprocess.Popen([*cmd, "--tokenizer", ""], stdout=subprocess.PIPE, text=True)
-    port = server.stdout.readline().strip()
-    time.sleep(1.0)
-    return server, f"http://127.0.0.1:{port}/v1"
 
 
 def run_cli(base_url: str, concurrency: int, episodes: int, extra: list[str]) -> tuple[float, ...]:
@@ -76,7 +67,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=4, help="n = rounds x concurrency")
     parser.add_argument("--min-episodes", type=int, default=32)
     args = parser.parse_args()
-    server, base_url = start_server(args.latency)
+    server, base_url = start_fake(args.latency)
     try:
         print(f"beacon eval CLI, {args.latency * 1000:.0f} ms per turn, two turns per episode")
         print("| in flight | episodes n | ms/episode | speed-up | CPU ms/episode "

@@ -168,13 +168,19 @@ def run_episodes(
     return Row(concurrency, len(specs), seconds, len(errors), cpu, server_cpu, held)
 
 
+def start_fake(latency_s: float, tokenizer_path: str = "") -> tuple[subprocess.Popen, str]:
+    """The fake server in a process of its own, answering; and its /v1 address."""
+    cmd = [sys.executable, __file__, "--serve-fake", str(latency_s), "--tokenizer", tokenizer_path]
+    server = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    base_url = f"http://127.0.0.1:{server.stdout.readline().strip()}/v1"
+    _wait_for(base_url)
+    return server, base_url
+
+
 def fake_rows(args: argparse.Namespace, tokenizer: object) -> list[Row]:
     tok_path = str(cached_tiny_model("qwen2_vl")) if tokenizer is not None else ""
-    cmd = [sys.executable, __file__, "--serve-fake", str(args.latency), "--tokenizer", tok_path]
-    server = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    server, base_url = start_fake(args.latency, tok_path)
     try:
-        base_url = f"http://127.0.0.1:{server.stdout.readline().strip()}/v1"
-        _wait_for(base_url)
         rows = []
         agent = AgentConfig(max_new_tokens_per_turn=256, max_total_new_tokens=1024)
         synth = get_benchmark("synth")
