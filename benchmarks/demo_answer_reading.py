@@ -15,7 +15,6 @@ teacher's confidence, not its reading.
 from __future__ import annotations
 
 import argparse
-import json
 from collections import defaultdict
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from beacon.demo.config import DemoConfig
 from beacon.demo.stages import OPD_VARIANTS, DemoStages
 from beacon.engines.tokenizer import HFTokenizer
 from beacon.images import ImageStore
+from beacon.jsonl import read_jsonl
 from beacon.train.core.collate import PixelCache
 from beacon.train.core.encode import encode_trajectory
 from beacon.train.opd.score import SequenceScorer, supervised_positions
@@ -73,12 +73,11 @@ def main() -> None:
     digit_id = {str(d): tokenizer.tokenizer.convert_tokens_to_ids(str(d)) for d in range(10)}
     records = {
         r["key"]: r
-        for r in map(json.loads, (evaluated / "samples.jsonl").open())
+        for r in read_jsonl(evaluated / "samples.jsonl", whole=True)
         if r["mode"] == "tool" and r["used_tool"] and r["parsed"]
     }
     episodes = []
-    for line in (evaluated / "trajectories.jsonl").open():
-        row = json.loads(line)
+    for row in read_jsonl(evaluated / "trajectories.jsonl", whole=True):
         record = records.get(row["key"])
         if record is not None and record["answer"] in digit_id:
             trajectory = Trajectory.from_dict(row["trajectory"])

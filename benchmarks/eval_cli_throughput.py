@@ -16,13 +16,13 @@ fixed request limit before `beacon eval` raised it to its episodes in flight:
 from __future__ import annotations
 
 import argparse
-import json
 import resource
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 
+from beacon.jsonl import read_jsonl
 from eval_throughput import start_fake  # this folder: the same fake server
 
 BASELINE = ["--set", "engine.concurrency=16"]
@@ -45,7 +45,7 @@ def run_cli(base_url: str, concurrency: int, episodes: int, extra: list[str]) ->
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         if done.returncode != 0:
             raise SystemExit(f"beacon eval failed:\n{done.stderr[-3000:]}")
-        rows = [json.loads(line) for line in (Path(out) / "samples.jsonl").open()]
+        rows = list(read_jsonl(Path(out) / "samples.jsonl", whole=True))
         if len(rows) != episodes or any(r["error"] for r in rows):
             failed = sum(bool(r["error"]) for r in rows)
             raise SystemExit(f"{failed} of {len(rows)} episodes failed or missing")
