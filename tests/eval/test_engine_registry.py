@@ -30,7 +30,7 @@ def test_the_openai_engine_holds_as_many_requests_as_eval_has_episodes_in_flight
     """A fixed request limit below --concurrency capped `beacon eval` at its own pace (16
     requests: 32 two-turn episodes a second at 250 ms a turn, with 16 or 64 in flight)."""
     from beacon.config import load_config
-    from beacon.engines.registry import DEFAULT_CONCURRENCY
+    from beacon.engines.base import DEFAULT_CONCURRENCY
     from beacon.eval.config import EvalConfig
 
     url = "http://127.0.0.1:1/v1"

@@ -32,6 +32,10 @@ Message = dict[str, Any]
 {"type": "image", "image": <PIL.Image>}]}; `content` may also be a plain string."""
 
 
+DEFAULT_CONCURRENCY = 16
+"""openai engine: requests in flight where neither a setting nor the caller gives a number."""
+
+
 @dataclass
 class SamplingParams:
     """How to sample one generation call."""

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pydantic import Field, field_validator
 
 from beacon.config import StrictModel
-from beacon.engines.registry import DEFAULT_CONCURRENCY, TINY_MODEL, engine_names
+from beacon.engines.base import DEFAULT_CONCURRENCY
+from beacon.engines.registry import TINY_MODEL, engine_names
 
 
 class EngineConfig(StrictModel):

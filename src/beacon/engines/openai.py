@@ -46,6 +46,7 @@ from typing import Any
 from PIL import Image
 
 from beacon.engines.base import (
+    DEFAULT_CONCURRENCY,
     ChatTokenizer,
     GenerationRequest,
     GenerationResult,
@@ -81,7 +82,7 @@ class OpenAIEngine:
         base_url: str,
         model: str,
         api_key: str | None = None,
-        concurrency: int = 16,
+        concurrency: int = DEFAULT_CONCURRENCY,
         timeout_s: float | None = 300.0,
         max_retries: int = 4,
         backoff_s: float = 0.5,

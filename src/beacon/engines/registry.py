@@ -21,15 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from beacon.engines.base import Engine
+from beacon.engines.base import DEFAULT_CONCURRENCY, Engine
 from beacon.errors import UserError
 
 if TYPE_CHECKING:  # the config validates names against this registry, so no import back
     from beacon.engines.config import EngineConfig
 
 TINY_MODEL = "tiny"  # model name meaning "the built-in tiny Qwen2-VL, built locally on first use"
-DEFAULT_CONCURRENCY = 16
-"""openai engine: requests in flight where neither a setting nor the caller gives a number."""
 
 
 @dataclass(frozen=True)
