@@ -53,19 +53,35 @@ def test_each_threshold_fires_on_its_side_and_null_turns_it_off() -> None:
     assert stream(HealthMonitor(off), "health/sampler_logprob_gap", [5.0]) == [0]
 
 
-def test_teacher_student_gap_fires_when_it_grows_past_its_lowest_full_window() -> None:
-    gaps = [4.0, 3.0, 2.0, 1.0, 1.0, 1.5, 2.5, 3.0]
-    flags = stream(HealthMonitor(HealthConfig(window=2)), "health/teacher_student_gap", gaps)
-    # full-window means: 3.5, 2.5, 1.5, 1.0, 1.25, 2.0, 2.75 -> lowest 1.0, fires above 2.0
+def test_teacher_student_gap_fires_when_it_grows_past_its_first_full_window() -> None:
+    gaps = [1.0, 1.0, 0.2, 0.2, 1.2, 1.2, 1.4, 1.6]
+    cfg = HealthConfig(teacher_student_gap_window=2, teacher_student_gap_growth=1.3)
+    flags = stream(HealthMonitor(cfg), "health/teacher_student_gap", gaps)
+    # rolling means 1.0 (the baseline), 1.0, 0.6, 0.2, 0.7, 1.2, 1.3, 1.5 against 1.3 x 1.0: a
+    # dip below the start is not a new baseline (the lowest-so-far rule fired from step 5 on)
     assert flags == [0, 0, 0, 0, 0, 0, 0, 1]
+
+
+def test_teacher_student_gap_starting_at_or_below_zero_is_held_to_the_floor() -> None:
+    """The k1 estimate can be negative: a baseline <= 0 does not turn the alarm off."""
+    gaps = [-0.002, 0.0, 0.005, 0.02, 0.03]
+    cfg = HealthConfig(teacher_student_gap_window=2)
+    # rolling means -0.002, -0.001 (the baseline), 0.0025, 0.0125, 0.025 against the 0.01 floor
+    assert stream(HealthMonitor(cfg), "health/teacher_student_gap", gaps) == [0, 0, 0, 1, 1]
+
+
+def test_teacher_student_gap_uses_its_own_window() -> None:
+    monitor = HealthMonitor(HealthConfig(window=5, teacher_student_gap_window=30))
+    assert monitor.series["teacher_student_gap_growth"].window == 30
+    assert monitor.series["entropy_collapse"].window == 5
 
 
 def test_teacher_student_gap_of_float_noise_does_not_fire() -> None:
     """Teacher = student: gaps of ~1e-8 that double are still agreement (the floor)."""
     gaps = [4e-9, 4e-9, 1e-8, 2e-8, 4e-8]
-    flags = stream(HealthMonitor(HealthConfig(window=1)), "health/teacher_student_gap", gaps)
-    assert flags == [0, 0, 0, 0, 0]
-    no_floor = HealthConfig(window=1, teacher_student_gap_floor=0.0)
+    one = HealthConfig(teacher_student_gap_window=1)
+    assert stream(HealthMonitor(one), "health/teacher_student_gap", gaps) == [0, 0, 0, 0, 0]
+    no_floor = HealthConfig(teacher_student_gap_window=1, teacher_student_gap_floor=0.0)
     assert stream(HealthMonitor(no_floor), "health/teacher_student_gap", gaps)[-1] == 1
 
 

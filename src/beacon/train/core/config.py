@@ -159,10 +159,18 @@ class HealthConfig(StrictModel):
         "single tokens and stops exploring.",
     )
     teacher_student_gap_growth: float | None = Field(
-        2.0,
+        1.3,
         gt=1,
-        description="OPD: health/teacher_student_gap (rolling) above this multiple of its lowest "
-        "rolling value in the run: the student drifts away from its teacher.",
+        description="OPD: health/teacher_student_gap (rolling over teacher_student_gap_window) "
+        "above this multiple of its first full window's mean: the student drifts away from its "
+        "teacher.",
+    )
+    teacher_student_gap_window: int = Field(
+        30,
+        ge=1,
+        description="OPD: steps in the teacher-student gap's rolling mean and in its baseline "
+        "(the first full window). The per-step gap is a mean over few tokens, about as noisy as "
+        "it is large: shorter windows fire on healthy runs.",
     )
     teacher_student_gap_floor: float = Field(
         0.01,
