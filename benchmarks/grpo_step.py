@@ -93,6 +93,14 @@ def main() -> None:
 
     import torch
 
+    torch.set_num_threads(args.threads)
+    report(time_steps(args), args)
+
+
+def time_steps(args: argparse.Namespace, model: dict[str, Any] | None = None) -> list[dict]:
+    """`args.steps` timed steps after one warm-up, each step's metrics with the engine's
+    generation time (`gen_s`) and the rest of the step (`other_s`); `model` updates the
+    config's `model:` section (default: the tiny model)."""
     from beacon.testing.script_choice import synth_choices
     from beacon.train.core import loop
     from beacon.train.core.checkpoint import TrainState
@@ -100,9 +108,10 @@ def main() -> None:
     from beacon.train.grpo.config import GRPOConfig
     from beacon.train.grpo.recipe import build_parts, grpo_step, resolve_model, sync_weights
 
-    torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
-        cfg = resolve_model(GRPOConfig.model_validate(settings(Path(tmp) / "run", args)))
+        raw = settings(Path(tmp) / "run", args)
+        raw["model"] |= model or {}
+        cfg = resolve_model(GRPOConfig.model_validate(raw))
         accelerator = make_accelerator(cfg.model, cfg.train)
         parts = build_parts(cfg, accelerator, Path(tmp) / "run", stack)
         answers = sorted({s.answer for s in parts.samples})
@@ -125,7 +134,7 @@ def main() -> None:
             metrics["other_s"] = metrics["step_s"] - sum(metrics[k] for k in TIMED)
             if i > 0:
                 rows.append(metrics)
-    report(rows, args)
+    return rows
 
 
 def report(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:

@@ -62,6 +62,7 @@ def run_mode(args: dict[str, Any]) -> dict[str, Any]:
     cfg = SFTConfig.model_validate(args["config"])
     accelerator = make_accelerator(cfg.model, cfg.train)
     parts, data = build_parts(cfg, accelerator)
+    parts.model.train()  # as the loop does: transformers checkpoints gradients only in training
     indices = step_indices(0, cfg.train.global_batch_size, len(data.rows), cfg.train.seed)
     plan = make_plan(data, cfg)
     losses, seconds, tokens, padded = [], 0.0, 0, 0
