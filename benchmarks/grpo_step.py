@@ -97,10 +97,10 @@ def main() -> None:
     report(time_steps(args), args)
 
 
-def time_steps(args: argparse.Namespace, model: dict[str, Any] | None = None) -> list[dict]:
+def time_steps(args: argparse.Namespace, overrides: dict[str, dict] | None = None) -> list[dict]:
     """`args.steps` timed steps after one warm-up, each step's metrics with the engine's
-    generation time (`gen_s`) and the rest of the step (`other_s`); `model` updates the
-    config's `model:` section (default: the tiny model)."""
+    generation time (`gen_s`) and the rest of the step (`other_s`); `overrides` update the
+    config's sections (`{"model": {"path": ...}}`; default: the tiny model)."""
     from beacon.testing.script_choice import synth_choices
     from beacon.train.core import loop
     from beacon.train.core.checkpoint import TrainState
@@ -110,7 +110,8 @@ def time_steps(args: argparse.Namespace, model: dict[str, Any] | None = None) ->
 
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         raw = settings(Path(tmp) / "run", args)
-        raw["model"] |= model or {}
+        for section, values in (overrides or {}).items():
+            raw[section] = raw.get(section, {}) | values
         cfg = resolve_model(GRPOConfig.model_validate(raw))
         accelerator = make_accelerator(cfg.model, cfg.train)
         parts = build_parts(cfg, accelerator, Path(tmp) / "run", stack)
