@@ -58,7 +58,8 @@ def test_teacher_student_gap_fires_when_it_grows_past_its_first_full_window() ->
     cfg = HealthConfig(teacher_student_gap_window=2, teacher_student_gap_growth=1.3)
     flags = stream(HealthMonitor(cfg), "health/teacher_student_gap", gaps)
     # rolling means 1.0 (the baseline), 1.0, 0.6, 0.2, 0.7, 1.2, 1.3, 1.5 against 1.3 x 1.0: a
-    # dip below the start is not a new baseline (the lowest-so-far rule fired from step 5 on)
+    # dip below the start is not a new baseline (a baseline of the lowest mean, 0.2, would fire
+    # from step 5 on)
     assert flags == [0, 0, 0, 0, 0, 0, 0, 1]
 
 

@@ -52,7 +52,8 @@ class Series:
             self.values.popleft()
 
     def settle(self, mean: float) -> None:
-        """Fold the current step's rolling mean into the extremes, after the rules read them."""
+        """Fold the current step's rolling mean into the peak and, once the window is full, the
+        first mean; after the rules read them."""
         self.peak = max(self.peak, mean)
         if self.first is None and len(self.values) == self.window:
             self.first = mean
@@ -68,7 +69,8 @@ Limit = Callable[[float, Series, HealthConfig], float | None]
 
 @dataclass(frozen=True)
 class Rule:
-    """One alarm: the metric it reads, per step or rolling, when it fires and what to do."""
+    """One alarm: the metric it reads, per step or rolling, when it fires and what to do;
+    `window` names the `HealthConfig` setting that sizes its rolling mean."""
 
     name: str
     key: str
@@ -76,6 +78,7 @@ class Rule:
     relation: str
     limit: Limit
     advice: str
+    window: str = "window"
 
 
 def _bound(setting: str, crosses: Callable[[float, float], bool]) -> Limit:
@@ -165,6 +168,7 @@ RULES = (
         _grown,
         "the student drifts away from its teacher: lower train.lr, check the teacher's context "
         "(teacher.context, teacher_check.json) and the critic's reflections",
+        window="teacher_student_gap_window",
     ),
     Rule(
         "trajectories_dropped",
@@ -202,8 +206,7 @@ class HealthMonitor:
 
     def __init__(self, cfg: HealthConfig, log: bool = True) -> None:
         self.cfg, self.log = cfg, log
-        windows = {"teacher_student_gap_growth": cfg.teacher_student_gap_window}
-        self.series = {rule.name: Series(windows.get(rule.name, cfg.window)) for rule in RULES}
+        self.series = {rule.name: Series(getattr(cfg, rule.window)) for rule in RULES}
         self.firing: set[str] = set()
 
     def replay(self, rows: Iterable[dict[str, Any]]) -> None:
