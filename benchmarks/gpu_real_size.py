@@ -42,12 +42,10 @@ column is "-". The 3B checkpoint is deleted before the 7B one is built (disk).
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing as mp
 import os
 import platform
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -302,11 +300,7 @@ def opd_rows(bench: Bench, a: argparse.Namespace) -> None:
         try:
             if bench.left() < 20:
                 raise TimeoutError(f"{bench.left():.0f} s of the budget left")
-            cmd = [sys.executable, opd_loss.__file__, "--child", run, *flags]
-            out = subprocess.run(cmd, capture_output=True, text=True, timeout=bench.left())
-            if out.returncode:
-                raise RuntimeError(out.stderr.strip().splitlines()[-1])
-            res[run] = json.loads(out.stdout.strip().splitlines()[-1])
+            res[run] = opd_loss.child(run, flags, timeout_s=bench.left())
         except Exception as exc:
             return bench.row("OPD", "H=2048", f"{run}, {setting}", _reason(exc), "", "")
     for stage in ("teacher", "student"):

@@ -160,11 +160,14 @@ def measure(args: argparse.Namespace) -> dict:
     return {"run": args.run, "time_s": min(times), "peak_bytes": peak, "value": value}
 
 
-def child(args: argparse.Namespace, run: str) -> dict:
-    cmd = [sys.executable, __file__, "--child", run, *sys.argv[1:]]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=False)
+def child(run: str, flags: list[str], timeout_s: float | None = None) -> dict:
+    """`measure` of `run` in a fresh process given this script's `flags`; RuntimeError (its
+    last error line first) if it fails, TimeoutExpired after `timeout_s`."""
+    cmd = [sys.executable, __file__, "--child", run, *flags]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=timeout_s)
     if out.returncode != 0:
-        raise SystemExit(f"{run} failed:\n{out.stderr[-3000:]}")
+        last = (out.stderr.strip().splitlines() or [""])[-1]
+        raise RuntimeError(f"{run} failed: {last}\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -227,7 +230,10 @@ def main() -> None:
     if args.run:
         print(json.dumps(measure(args)))
         return
-    results = {run: child(args, run) for run in RUNS}
+    try:
+        results = {run: child(run, sys.argv[1:]) for run in RUNS}
+    except RuntimeError as exc:
+        raise SystemExit(str(exc)) from None
     report(args, results)
 
 
