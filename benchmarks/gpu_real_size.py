@@ -241,7 +241,7 @@ class Bench:
 def sft_rows(bench: Bench, a: argparse.Namespace, name: str, model: Path, lora: bool) -> None:
     config, out = train_throughput.config, a.work / f"sft-{name}"
     micro = a.sizes.micro
-    budget = train_throughput._naive_peak_tokens(config(model, a.data, out, "pad", BATCH, micro, 1))
+    budget = train_throughput.naive_peak_tokens(config(model, a.data, out, "pad", BATCH, micro, 1))
     runs = [("bucket", True)] if lora else [("pad", False), ("bucket", False), ("bucket", True)]
     done: dict[tuple[str, bool], dict] = {}
     unit = "GiB" if a.device == "cuda" else "GiB RSS"

@@ -144,7 +144,7 @@ def main() -> None:
         model = args.model or build_model(out, args.size)
         data = write_trajectories(model, out / "data", args.batch, seed=0)
         probe = config(model, data, out, "pad", args.batch, args.micro_batch, 1)
-        naive_peak = _naive_peak_tokens(probe)
+        naive_peak = naive_peak_tokens(probe)
         ctx = mp.get_context("spawn")
         results: dict[str, list[dict]] = {"pad": [], "bucket": []}
         with ctx.Pool(1, maxtasksperchild=1) as pool:
@@ -156,7 +156,7 @@ def main() -> None:
     _print_table(results, args, naive_peak)
 
 
-def _naive_peak_tokens(cfg: dict) -> int:
+def naive_peak_tokens(cfg: dict) -> int:
     """The naive mode's largest micro-batch in padded tokens: the bucket budget."""
     from beacon.engines.tokenizer import HFTokenizer
     from beacon.train.core.loop import step_indices
