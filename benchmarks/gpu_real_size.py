@@ -108,8 +108,9 @@ def param_counts(name: str) -> dict[str, int]:
     import torch
     from transformers import AutoModelForImageTextToText
 
+    config = model_config(name)  # may build the tiny model first: real tensors, not meta ones
     with torch.device("meta"):
-        model = AutoModelForImageTextToText.from_config(model_config(name))
+        model = AutoModelForImageTextToText.from_config(config)
     named = dict(model.named_parameters())  # a tied lm_head is listed once, as embed_tokens
     vision = sum(p.numel() for n, p in named.items() if "visual" in n)
     embed = sum(p.numel() for n, p in named.items() if "embed_tokens" in n)

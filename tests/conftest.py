@@ -1,17 +1,62 @@
-"""Shared fixtures: the tiny offline model, a sandbox, and a per-turn token script."""
+"""Shared fixtures: the tiny offline model, a sandbox, and a per-turn token script.
+
+The suite is hermetic: `pytest_configure` points the home folder and every cache a test (or a
+`beacon` process it starts) could read or fill at one fresh temporary folder, before any test
+module is imported. A test that needs an earlier run's leftovers (a cached tiny model, a Hugging
+Face download, a matplotlib font cache) then fails on every machine, not only on a new one.
+"""
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 import torch
 
+HERMETIC_ROOT_ENV = "BEACON_TEST_ROOT"
+"""Names the session's temporary root, so a test can check where the caches point."""
+_ROOT_KEY = pytest.StashKey[Path]()
+
+_CACHE_DIRS = {
+    "BEACON_CACHE": "beacon-cache",
+    "HF_HOME": "huggingface",
+    "HF_DATASETS_CACHE": "huggingface/datasets",
+    "XDG_CACHE_HOME": "cache",
+    "XDG_CONFIG_HOME": "config",
+    "XDG_DATA_HOME": "data",
+    "MPLCONFIGDIR": "matplotlib",
+    "TORCHINDUCTOR_CACHE_DIR": "torchinductor",
+    "TRITON_CACHE_DIR": "triton",
+}
+_OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Give the session a fresh home and fresh caches, offline, before anything imports."""
+    root = Path(tempfile.mkdtemp(prefix="beacon-tests-"))
+    config.stash[_ROOT_KEY] = root
+    (root / "home").mkdir()
+    os.environ[HERMETIC_ROOT_ENV] = str(root)
+    os.environ["HOME"] = str(root / "home")
+    for name, sub in _CACHE_DIRS.items():
+        (root / sub).mkdir(parents=True, exist_ok=True)
+        os.environ[name] = str(root / sub)
+    os.environ.update(_OFFLINE)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    root = config.stash.get(_ROOT_KEY, None)
+    if root is not None:
+        shutil.rmtree(root, ignore_errors=True)
+
 
 @pytest.fixture(scope="session")
 def tiny_model_path() -> Path:
-    """The built-in tiny Qwen2-VL (random weights), built once per machine and cached."""
+    """The built-in tiny Qwen2-VL (random weights), built once per test session into its cache."""
     from beacon.engines.tiny import cached_tiny_model
 
     return cached_tiny_model("qwen2_vl")

@@ -403,3 +403,50 @@ def test_a_few_aliases_and_no_recursive_one(tmp_path):
     assert load(path=write(tmp_path, text)).boxes == [[1, 2], [1, 2]]
     with pytest.raises(ConfigError, match="refers to the node that holds it"):
         load(path=write(tmp_path, "boxes: &b [*b]\n"))
+
+
+def _settings_sections() -> set[type]:
+    """Every pydantic model reachable from the top-level configs of Beacon's commands."""
+    from pydantic import BaseModel
+
+    from beacon.data.config import DataConfig
+    from beacon.demo.config import DemoConfig
+    from beacon.eval.config import EvalConfig
+    from beacon.train.grpo.config import GRPOConfig
+    from beacon.train.opd.config import OPDConfig
+    from beacon.train.rft.config import RFTConfig
+    from beacon.train.sft.config import SFTConfig
+
+    found: set[type] = set()
+    todo: list[type] = [DataConfig, DemoConfig, EvalConfig, GRPOConfig, OPDConfig, RFTConfig]
+    todo.append(SFTConfig)
+    while todo:
+        model = todo.pop()
+        if model in found:
+            continue
+        found.add(model)
+        for field in model.model_fields.values():
+            for arg in [field.annotation, *getattr(field.annotation, "__args__", ())]:
+                if isinstance(arg, type) and issubclass(arg, BaseModel):
+                    todo.append(arg)
+    return found
+
+
+def test_every_settings_section_is_a_strict_model():
+    """Unknown keys are errors and assignments are validated in every section (SandboxConfig
+    was a plain BaseModel: `cfg.sandbox.timeout_s = "soon"` went through)."""
+    sections = _settings_sections()
+    from beacon.sandbox.config import SandboxConfig
+
+    assert SandboxConfig in sections
+    assert [m.__name__ for m in sections if not issubclass(m, StrictModel)] == []
+
+
+def test_sandbox_settings_are_validated_on_assignment():
+    from beacon.sandbox.config import SandboxConfig
+
+    cfg = SandboxConfig()
+    with pytest.raises(ValueError, match="timeout_s"):
+        cfg.timeout_s = "soon"
+    with pytest.raises(ValueError, match="timeout_s: must be > 0"):
+        cfg.timeout_s = -1.0

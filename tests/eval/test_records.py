@@ -78,3 +78,26 @@ def test_one_policy_for_bad_lines(tmp_path: Path) -> None:
 def prepare_resume_with(run_dir: Path, samples: str) -> dict:
     _write(run_dir / "samples.jsonl", samples)
     return prepare_resume(run_dir)
+
+
+def test_summary_is_replaced_whole_or_not_at_all(tmp_path: Path, monkeypatch) -> None:
+    """summary.json is written through a temporary file and `os.replace`: a run killed at any
+    point before the replace leaves the old summary whole (a plain write truncates it first)."""
+    from beacon import jsonl
+    from beacon.eval.config import EvalConfig
+    from beacon.eval.runner import finish_run
+
+    _write(tmp_path / "samples.jsonl", "")
+    old = '{"old": true}\n'
+    _write(tmp_path / "summary.json", old)
+
+    def killed(src: str, dst: str) -> None:
+        raise KeyboardInterrupt("killed before the replace")
+
+    monkeypatch.setattr(jsonl.os, "replace", killed)
+    with pytest.raises(KeyboardInterrupt):
+        finish_run(EvalConfig(benchmarks=["synth"], report=False, bootstrap=0), tmp_path)
+    assert (tmp_path / "summary.json").read_text() == old
+    monkeypatch.undo()
+    finish_run(EvalConfig(benchmarks=["synth"], report=False, bootstrap=0), tmp_path)
+    assert json.loads((tmp_path / "summary.json").read_text())["overall"]["n_samples"] == 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import socket
 from collections.abc import Iterator
 
@@ -21,6 +22,7 @@ from PIL import Image
 from beacon import revue
 from beacon.engines.scripted_server import chat_app
 from beacon.engines.serve import run_app_in_thread
+from beacon.jsonl import read_jsonl
 from beacon.revue.http import ExchangeLog, HttpCritic
 from beacon.revue.scripted import ScriptedCritic, create_app
 from beacon.types import Sample
@@ -207,3 +209,19 @@ def test_scripted_critic_over_http() -> None:
     assert [r.break_point.stage for r in assembly.reflections] == ["CORRECT", "READ"]
     assert all(r.anchor.state.state_id == "ORIGINAL_STATE" for r in assembly.reflections)
     assert reply.output.reading.observed_value == sample.answer
+
+
+def test_exchange_log_cuts_a_torn_line_and_writes_durably(tmp_path, monkeypatch) -> None:
+    """A run killed mid-line left half a record: the resumed run's log cuts it before appending
+    (else the torn line would sit mid-file, which `read_jsonl` calls corruption), and each record
+    is fsynced before the writer returns."""
+    path = tmp_path / "critic.jsonl"
+    path.write_text('{"step": 1, "attempt": 1}\n{"step": 2, "att')
+    synced: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd) or real_fsync(fd))
+    log = ExchangeLog(path)
+    log.writer(step=2, group=0)({"attempt": 1, "response": None})
+    log.close()
+    assert [r["step"] for r in read_jsonl(path)] == [1, 2]
+    assert path.read_text().endswith("\n") and len(synced) == 1

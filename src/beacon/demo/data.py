@@ -36,7 +36,7 @@ from beacon.engines.serve import run_app_in_thread
 from beacon.eval.config import EvalConfig
 from beacon.eval.runner import run_eval
 from beacon.images import ImageStore
-from beacon.jsonl import write_jsonl_atomic
+from beacon.jsonl import write_atomic, write_jsonl_atomic
 
 logger = logging.getLogger(__name__)
 
@@ -131,6 +131,6 @@ def write_sft_set(root: Path, runs: list[Path]) -> dict[str, int]:
             counts[f"{record['mode']}/{tool}/{record.get('category', '?')}"] += 1
     write_jsonl_atomic(folder / "trajectories.jsonl", rows)
     summary = {"rows": len(rows), **dict(sorted(counts.items()))}
-    (folder / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    write_atomic(folder / "summary.json", json.dumps(summary, indent=2) + "\n")
     logger.info("demo SFT set: %d rows", len(rows))
     return summary

@@ -35,6 +35,7 @@ from pathlib import Path
 from beacon.benchmarks.synth_demo import render_once
 from beacon.demo.config import DemoConfig
 from beacon.demo.stages import DemoStages, Stage
+from beacon.jsonl import write_atomic
 
 _PR_SET_PDEATHSIG = 1
 
@@ -144,7 +145,7 @@ class _Schedule:
         name = self.stages[n].name
         self.log(f"{self._tag(n)} {name}: done in {took:.0f} s ({total:.1f} min so far)")
         self.timings[name] = round(took, 1)  # resumed: the run that ended it
-        self.timings_path.write_text(json.dumps(self.timings, indent=2) + "\n")
+        write_atomic(self.timings_path, json.dumps(self.timings, indent=2) + "\n")
 
     def _tag(self, n: int) -> str:
         return f"[{n + 1}/{len(self.stages)}]"

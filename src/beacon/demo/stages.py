@@ -36,6 +36,7 @@ from beacon.demo.config import DemoConfig
 from beacon.demo.data import TRAIN_BENCH, build_sft_data, expert_agent
 from beacon.demo.model import make_demo_model
 from beacon.demo.teacher import TEACHER_DATA, build_teacher_set
+from beacon.jsonl import write_atomic
 
 logger = logging.getLogger(__name__)
 
@@ -413,7 +414,7 @@ class DemoStages:
         best = max(self.rl_runs(), key=tool_accuracy)
         record.parent.mkdir(parents=True, exist_ok=True)
         chosen = {"teacher": str(self.rl_model(*best)), "tool_accuracy": tool_accuracy(best)}
-        record.write_text(json.dumps(chosen, indent=2) + "\n")
+        write_atomic(record, json.dumps(chosen, indent=2) + "\n")
         return self.rl_model(*best)
 
     def opd(self, variant: str, seed: int) -> None:
@@ -460,7 +461,7 @@ class DemoStages:
         try:
             run_opd(cfg, resume=(run_dir / "config.yaml").exists())
         except UserError as exc:  # the teacher check: recorded, the other runs go on
-            (run_dir / REFUSED).write_text(f"{exc}\n")
+            write_atomic(run_dir / REFUSED, f"{exc}\n")
             logger.warning("OPD %s-s%d refused: %s", variant, seed, exc)
 
     def evaluate(self, name: str, model: Path) -> None:

@@ -17,12 +17,12 @@ their ids, raw reply text or None, error, attempt) as one JSON line, with the st
 from __future__ import annotations
 
 import json
-import threading
 from pathlib import Path
 from typing import Any
 
 from beacon.engines.base import GenerationRequest, SamplingParams
 from beacon.engines.openai import OpenAIEngine
+from beacon.jsonl import JsonlWriter, repair_jsonl
 from beacon.revue.critic import CriticRequest
 
 
@@ -64,19 +64,27 @@ class HttpCritic:
 
 
 class ExchangeLog:
-    """Append-only JSONL of every raw critic exchange (thread-safe; one line per attempt)."""
+    """Append-only JSONL of every raw critic exchange, one durable line per attempt.
+
+    Written through `beacon.jsonl.JsonlWriter` (thread-safe, fsynced), after cutting a line torn
+    by a killed run, so a resumed run appends to whole lines. Exchanges of steps redone after a
+    resume are logged again, each with its step: the log records attempts, not results.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._lock = threading.Lock()
         path.parent.mkdir(parents=True, exist_ok=True)
+        repair_jsonl(path)
+        self._lines = JsonlWriter(path)
 
     def writer(self, **context: Any) -> Any:
         """An `on_exchange` callback that adds `context` (step, group) to every record."""
 
         def write(record: dict[str, Any]) -> None:
-            line = json.dumps({**context, **record}, ensure_ascii=False, default=str)
-            with self._lock, self.path.open("a", encoding="utf-8") as f:
-                f.write(line + "\n")
+            self._lines.write(json.dumps({**context, **record}, ensure_ascii=False, default=str))
 
         return write
+
+    def close(self) -> None:
+        """Close the file; every line written is already durable."""
+        self._lines.close()

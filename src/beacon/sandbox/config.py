@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from PIL import Image
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
-from beacon.config import raise_problems
+from beacon.config import StrictModel, raise_problems
 from beacon.images import MAX_IMAGE_PIXELS
 from beacon.sandbox.repair import RepairConfig
 from beacon.types import ImageCrop
@@ -25,10 +25,8 @@ def _default_workers() -> int:
     return min(os.cpu_count() or 1, 8)
 
 
-class SandboxConfig(BaseModel):
+class SandboxConfig(StrictModel):
     """Limits and pool settings. Every limit applies per call unless its name says otherwise."""
-
-    model_config = ConfigDict(extra="forbid")
 
     timeout_s: float = Field(
         10.0, description="wall-clock limit per call; the code's process group is SIGKILLed"
@@ -99,7 +97,7 @@ class SandboxConfig(BaseModel):
         description="code repair (beacon.sandbox.repair.RepairConfig); null: run code as given",
     )
 
-    def validate(self) -> list[str]:  # type: ignore[override]  # BaseModel.validate is deprecated
+    def validate(self) -> list[str]:  # type: ignore[override]  # pydantic's BaseModel.validate is deprecated
         """Every invalid setting, one line each; [] if none.
 
         Raised at construction (a pydantic ValidationError, a ValueError), so

@@ -50,3 +50,4 @@ class CriticRunner:
             asyncio.run_coroutine_threadsafe(aclose(), self.loop).result(timeout=10)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(timeout=10)
+        self.log.close()

@@ -15,7 +15,7 @@ from dataclasses import astuple, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from beacon.jsonl import read_jsonl
+from beacon.jsonl import read_jsonl, write_atomic
 from beacon.rollout import check_trajectory
 from beacon.train.core import loop
 from beacon.train.core.checkpoint import TrainState
@@ -179,7 +179,7 @@ def run_sft(cfg: SFTConfig, resume: bool = False) -> TrainState:
             "dropped_too_long": data.dropped_too_long,
             "dropped_inconsistent": data.dropped_inconsistent,
         }
-        (run_dir / DATA_FILE).write_text(json.dumps(counts) + "\n")
+        write_atomic(run_dir / DATA_FILE, json.dumps(counts) + "\n")
     plan = make_plan(data, cfg)
     state = loop.run(
         parts,
