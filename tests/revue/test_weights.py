@@ -122,3 +122,21 @@ def test_random_interventions_are_reproducible_with_a_seed() -> None:
     a = WEIGHTINGS["random_select"](None, 50, 0.2, 0.5, torch.Generator().manual_seed(3)).weights
     b = WEIGHTINGS["random_select"](None, 50, 0.2, 0.5, torch.Generator().manual_seed(3)).weights
     assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("name", sorted(WEIGHTINGS))
+@pytest.mark.parametrize("n", [2, 7, 30])
+def test_every_weighting_keeps_each_group_total(name: str, n: int) -> None:
+    """Contract over the table: weights are >= 0, the masked count is ceil(alpha|T|) where a
+    weighting masks, and the kept weight sums to |T| (no masking) or to the groups it keeps."""
+    impact = torch.rand(n, generator=torch.Generator().manual_seed(n), dtype=torch.float64)
+    w = WEIGHTINGS[name](impact, n, 0.2, 0.5, torch.Generator().manual_seed(0)).weights
+    masked = int((w == 0).sum())
+    assert bool((w >= 0).all()) and w.dtype == torch.float64
+    if name in ("revue", "uniform", "random_select"):
+        assert masked == 0 and abs(w.sum().item() - n) < 1e-9
+    elif name in ("mask_random", "mask_top"):
+        assert masked == high_count(n, 0.2) and abs(w.sum().item() - 0.5 * n) < 1e-9
+    else:  # mask_low: High keeps lam |T| and the middle (1 - lam) |T|; at |T| = 2 no middle
+        assert masked == (0 if n == 2 else high_count(n, 0.2))
+        assert abs(w.sum().item() - n) < 1e-9

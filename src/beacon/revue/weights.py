@@ -13,9 +13,11 @@ so each group carries its total weight spread evenly and the mean weight is 1. F
 One reading of ours: impacts that are all zero (the reflection moved nothing) or not finite count
 as unavailable, since ranking them would put an arbitrary prefix into High.
 
-Interventions (Appendix C.2, Table 10) are further weight functions of the same signature, picked
-by name from `WEIGHTINGS`: masked positions get weight 0 and every kept group keeps its total
-weight (so their mean weight is below 1, as the paper's "total group loss weight 0.5" says).
+Interventions (Appendix C.2, Table 10) are further rows of one table, `WEIGHTING_TABLE`: each is
+a selector (which positions are High, which are masked) and a combiner (Eq. 9's two groups, or the
+kept positions sharing Low's total), picked by name through `WEIGHTINGS`. Masked positions get
+weight 0 and every kept group keeps its total weight (so their mean weight is below 1, as the
+paper's "total group loss weight 0.5" says).
 ceil(alpha|T|) is computed on alpha|T| rounded to 9 decimals, so 0.1 x 30 gives 3, not 4.
 """
 
@@ -24,6 +26,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 from torch import Tensor
@@ -77,15 +80,42 @@ def _uniform(num_positions: int, reason: str | None, like: Tensor | None) -> Wei
     return Weights(torch.ones(num_positions, dtype=dtype, device=device), reason)
 
 
-def _two_groups(
-    high: Tensor, num_positions: int, lam: float, like: Tensor | None, drop: Tensor | None = None
-) -> Weights:
-    """Eq. 9 weights for a High index set; positions in `drop` (masked) get 0 and leave Low."""
+@dataclass(frozen=True)
+class Selection:
+    """The positions a weighting singles out: `high` takes High's total weight lam, `drop` is
+    masked to 0; every other position is Low."""
+
+    high: Tensor
+    drop: Tensor
+
+
+_NONE = torch.empty(0, dtype=torch.long)
+
+Selector = Callable[[Tensor, int, int], Selection]
+"""(ranking or random permutation of the positions, n = ceil(alpha|T|), |T|) -> Selection."""
+Combiner = Callable[[Selection, int, float, Tensor | None], Weights]
+"""(selection, |T|, lam, a tensor whose dtype and device the weights take) -> Weights."""
+
+
+def _top_high(order: Tensor, n: int, num_positions: int) -> Selection:
+    return Selection(high=order[:n], drop=_NONE)
+
+
+def _top_dropped(order: Tensor, n: int, num_positions: int) -> Selection:
+    return Selection(high=_NONE, drop=order[:n])
+
+
+def _top_high_bottom_dropped(order: Tensor, n: int, num_positions: int) -> Selection:
+    """High as ReVuE's; the last n of the ranking masked, never a High one (alpha > 0.5)."""
+    return Selection(high=order[:n], drop=order[max(n, num_positions - n) :])
+
+
+def eq9_groups(chosen: Selection, num_positions: int, lam: float, like: Tensor | None) -> Weights:
+    """Eq. 9: High shares lam |T|, Low (neither high nor dropped) shares (1 - lam) |T|."""
     in_high = torch.zeros(num_positions, dtype=torch.bool)
-    in_high[high] = True
+    in_high[chosen.high] = True
     in_low = ~in_high
-    if drop is not None:
-        in_low[drop] = False
+    in_low[chosen.drop] = False
     n_high, n_low = int(in_high.sum()), int(in_low.sum())
     if n_high == 0 or n_low == 0:
         return _uniform(num_positions, "empty_group", like)
@@ -93,6 +123,67 @@ def _two_groups(
     weights[in_high.to(weights.device)] = lam * num_positions / n_high
     weights[in_low.to(weights.device)] = (1 - lam) * num_positions / n_low
     return Weights(weights)
+
+
+def kept_share(chosen: Selection, num_positions: int, lam: float, like: Tensor | None) -> Weights:
+    """Masking without a High group: the kept positions share Low's total (1 - lam) |T|."""
+    keep = torch.ones(num_positions, dtype=torch.bool)
+    keep[chosen.drop] = False
+    if not bool(keep.any()):
+        return _uniform(num_positions, "empty_group", like)
+    weights = _uniform(num_positions, None, like).weights
+    weights[~keep.to(weights.device)] = 0.0
+    weights[keep.to(weights.device)] = (1 - lam) * num_positions / int(keep.sum())
+    return Weights(weights)
+
+
+@dataclass(frozen=True)
+class Weighting:
+    """One row of the weighting table: how positions are selected, and how weights follow.
+
+    `ranked` selectors read the impact ranking (and fall back to uniform when impacts are
+    unavailable); the others select from a random permutation (Table 10's random controls).
+    `select` None is the plain mean (vanilla OPD)."""
+
+    select: Selector | None
+    combine: Combiner
+    ranked: bool = True
+
+
+WEIGHTING_TABLE: dict[str, Weighting] = {
+    "revue": Weighting(_top_high, eq9_groups),  # Eq. 9
+    "uniform": Weighting(None, eq9_groups),  # vanilla OPD, reflection without reweighting
+    "random_select": Weighting(_top_high, eq9_groups, ranked=False),  # random High
+    "mask_random": Weighting(_top_dropped, kept_share, ranked=False),  # random ceil(a|T|) at 0
+    "mask_top": Weighting(_top_dropped, kept_share),  # High at 0, Low keeps its weight
+    "mask_low": Weighting(_top_high_bottom_dropped, eq9_groups),  # lowest at 0, High keeps lam
+}
+"""ReVuE's weights and the paper's interventions (Appendix C.2, Table 10), by config name."""
+
+
+def apply_weighting(
+    weighting: Weighting,
+    impact: Tensor | None,
+    num_positions: int,
+    alpha: float = 0.2,
+    lam: float = 0.5,
+    generator: torch.Generator | None = None,
+) -> Weights:
+    """Weights of one trajectory under `weighting`, with the uniform fallback of Eq. 11."""
+    if weighting.select is None:
+        return _uniform(num_positions, None, impact)
+    _check(alpha, lam)
+    if weighting.ranked:
+        problem = _impact_problem(impact, num_positions)
+        if problem is not None:
+            return _uniform(num_positions, problem, impact)
+        order = impact_order(impact.cpu())
+    elif num_positions < 2:
+        return _uniform(num_positions, "too_short", impact)
+    else:
+        order = torch.randperm(num_positions, generator=generator)
+    n = high_count(num_positions, alpha)
+    return weighting.combine(weighting.select(order, n, num_positions), num_positions, lam, impact)
 
 
 def revue_weights(
@@ -103,12 +194,7 @@ def revue_weights(
     generator: torch.Generator | None = None,
 ) -> Weights:
     """ReVuE's grouped weights (Eq. 9), with the uniform fallback of Eq. 11 (b_i = 0)."""
-    _check(alpha, lam)
-    problem = _impact_problem(impact, num_positions)
-    if problem is not None:
-        return _uniform(num_positions, problem, impact)
-    high = impact_order(impact.cpu())[: high_count(num_positions, alpha)]
-    return _two_groups(high, num_positions, lam, impact)
+    return apply_weighting(WEIGHTING_TABLE["revue"], impact, num_positions, alpha, lam, generator)
 
 
 def grouped_weights(
@@ -127,98 +213,8 @@ def grouped_weights(
     return revue_weights(impact, num_positions, alpha, lam).weights
 
 
-def uniform_weights(
-    impact: Tensor | None,
-    num_positions: int,
-    alpha: float = 0.2,
-    lam: float = 0.5,
-    generator: torch.Generator | None = None,
-) -> Weights:
-    """Vanilla OPD and "reflection without reweighting": the plain mean of Eq. 3."""
-    return _uniform(num_positions, None, impact)
-
-
-def random_select_weights(
-    impact: Tensor | None,
-    num_positions: int,
-    alpha: float = 0.2,
-    lam: float = 0.5,
-    generator: torch.Generator | None = None,
-) -> Weights:
-    """Random select: a random ceil(alpha|T|) positions take High's place (Table 10)."""
-    _check(alpha, lam)
-    if num_positions < 2:
-        return _uniform(num_positions, "too_short", impact)
-    high = torch.randperm(num_positions, generator=generator)[: high_count(num_positions, alpha)]
-    return _two_groups(high, num_positions, lam, impact)
-
-
-def mask_random_weights(
-    impact: Tensor | None,
-    num_positions: int,
-    alpha: float = 0.2,
-    lam: float = 0.5,
-    generator: torch.Generator | None = None,
-) -> Weights:
-    """Mask random: drop a random ceil(alpha|T|); the rest share total weight 1 - lam."""
-    _check(alpha, lam)
-    if num_positions < 2:
-        return _uniform(num_positions, "too_short", impact)
-    drop = torch.randperm(num_positions, generator=generator)[: high_count(num_positions, alpha)]
-    return _masked(drop, num_positions, lam, impact)
-
-
-def _masked(drop: Tensor, num_positions: int, lam: float, like: Tensor | None) -> Weights:
-    keep = torch.ones(num_positions, dtype=torch.bool)
-    keep[drop] = False
-    if not bool(keep.any()):
-        return _uniform(num_positions, "empty_group", like)
-    weights = _uniform(num_positions, None, like).weights
-    weights[~keep.to(weights.device)] = 0.0
-    weights[keep.to(weights.device)] = (1 - lam) * num_positions / int(keep.sum())
-    return Weights(weights)
-
-
-def mask_top_weights(
-    impact: Tensor | None,
-    num_positions: int,
-    alpha: float = 0.2,
-    lam: float = 0.5,
-    generator: torch.Generator | None = None,
-) -> Weights:
-    """Mask top: High gets weight 0; Low keeps its Eq. 9 weight (1 - lam)|T|/|Low|."""
-    _check(alpha, lam)
-    problem = _impact_problem(impact, num_positions)
-    if problem is not None:
-        return _uniform(num_positions, problem, impact)
-    drop = impact_order(impact.cpu())[: high_count(num_positions, alpha)]
-    return _masked(drop, num_positions, lam, impact)
-
-
-def mask_low_weights(
-    impact: Tensor | None,
-    num_positions: int,
-    alpha: float = 0.2,
-    lam: float = 0.5,
-    generator: torch.Generator | None = None,
-) -> Weights:
-    """Mask low: the last ceil(alpha|T|) of the ranking get 0; High keeps lam, the rest 1 - lam."""
-    _check(alpha, lam)
-    problem = _impact_problem(impact, num_positions)
-    if problem is not None:
-        return _uniform(num_positions, problem, impact)
-    order = impact_order(impact.cpu())
-    n = high_count(num_positions, alpha)
-    drop = order[max(n, num_positions - n) :]  # never mask a High position (alpha > 0.5)
-    return _two_groups(order[:n], num_positions, lam, impact, drop=drop)
-
-
 WEIGHTINGS: dict[str, WeightFn] = {
-    "revue": revue_weights,
-    "uniform": uniform_weights,
-    "random_select": random_select_weights,
-    "mask_random": mask_random_weights,
-    "mask_top": mask_top_weights,
-    "mask_low": mask_low_weights,
+    name: partial(apply_weighting, weighting) for name, weighting in WEIGHTING_TABLE.items()
 }
-"""Weight functions by config name (`revue.weighting`)."""
+"""Weight functions by config name (`revue.weighting`), each `(impact, |T|, alpha, lam,
+generator) -> Weights`."""
