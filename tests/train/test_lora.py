@@ -1,8 +1,12 @@
 """LoRA through peft, with gradient checkpointing: only adapters train, the checkpoint holds
-merged weights any engine loads, and the adapter beside them."""
+merged weights any engine loads, and the adapter beside them; the rollout engine gets the merged
+weights (`rollout_state_dict`), and a GRPO run with adapters resumes exactly."""
 
 from __future__ import annotations
 
+import copy
+import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,10 +14,18 @@ import torch
 from safetensors.torch import load_file
 
 from beacon.train.core.checkpoint import latest_checkpoint
+from beacon.train.core.config import LoraConfig, ModelConfig
+from beacon.train.core.lora_weights import rollout_state_dict
 from beacon.train.core.metrics import read_metrics
+from beacon.train.core.setup import load_model
+from beacon.train.grpo.config import GRPOConfig
+from beacon.train.grpo.recipe import run_grpo
 from beacon.train.sft import SFTConfig, run_sft
 
+from .grpo_helpers import grpo_settings
 from .helpers import sft_settings
+
+pytest.importorskip("peft")
 
 
 @pytest.mark.slow
@@ -38,3 +50,78 @@ def test_lora_sft_saves_merged_weights(
     from beacon.engines import load_engine
 
     assert load_engine("hf", str(checkpoint)) is not None
+
+
+def _lora_policy(path: Path) -> torch.nn.Module:
+    model = load_model(ModelConfig(path=str(path), lora=LoraConfig(r=4, alpha=8.0)))
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():  # B starts at zero: give the adapters an update to merge
+        for name, param in model.named_parameters():
+            if "lora_B" in name:
+                param.copy_(torch.randn(param.shape, generator=generator) * 0.1)
+    return model
+
+
+def test_rollout_weights_equal_the_merged_model(tiny_model_path: Path) -> None:
+    policy = _lora_policy(tiny_model_path)
+    before = {k: v.clone() for k, v in policy.state_dict().items()}
+    weights = rollout_state_dict(policy)
+    merged = copy.deepcopy(policy).merge_and_unload().state_dict()
+    plain = load_model(ModelConfig(path=str(tiny_model_path))).state_dict()
+    assert sorted(weights) == sorted(merged) == sorted(plain)
+    changed = [k for k in weights if not torch.equal(weights[k], plain[k])]
+    assert changed and all(k.endswith("_proj.weight") for k in changed)
+    for key, value in weights.items():
+        torch.testing.assert_close(value, merged[key], rtol=0, atol=1e-6)
+    after = policy.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)
+
+
+def test_a_plain_model_gives_its_own_state_dict(tiny_model_path: Path) -> None:
+    model = load_model(ModelConfig(path=str(tiny_model_path)))
+    weights = rollout_state_dict(model)
+    assert all(weights[k] is v or torch.equal(weights[k], v) for k, v in model.state_dict().items())
+
+
+@pytest.mark.slow
+def test_grpo_with_lora_trains_adapters_pushes_merged_weights_and_resumes_exactly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three GRPO steps with adapters; then the folder cut back to checkpoint-2 (what a kill
+    after step 2 leaves) and resumed: step 3's metrics and the final adapters are identical."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from grpo_helpers import install_choice_processor
+
+    from beacon.engines.hf import HFEngine
+
+    monkeypatch.setattr(HFEngine, "__init__", HFEngine.__init__)  # restored after the test
+    install_choice_processor()
+    pushed: list[dict[str, torch.Tensor]] = []
+    load_weights = HFEngine.load_weights
+    monkeypatch.setattr(
+        HFEngine, "load_weights", lambda self, sd: pushed.append(sd) or load_weights(self, sd)
+    )
+
+    def settings(out: Path) -> dict:
+        values = grpo_settings(out)
+        values["model"]["lora"] = {"r": 4, "alpha": 8.0}
+        return values
+
+    run = tmp_path / "run"
+    assert run_grpo(GRPOConfig.model_validate(settings(run))).step == 3
+    assert pushed and not any(".lora_" in k or "base_layer" in k for k in pushed[-1])
+    rows = read_metrics(run / "metrics.jsonl")
+    assert any(m["grad_norm"] > 0 for m in rows)  # the adapters trained
+
+    straight = tmp_path / "straight"
+    shutil.copytree(run, straight)
+    shutil.rmtree(run / "checkpoint-3")
+    run_grpo(GRPOConfig.model_validate(settings(run)), resume=True)
+    keys = ("step", "loss", "grad_norm", "rl/reward_mean", "rl/accuracy")
+    assert [[m[k] for k in keys] for m in read_metrics(run / "metrics.jsonl")] == [
+        [m[k] for k in keys] for m in rows
+    ]
+    adapter = "checkpoint-3/adapter/adapter_model.safetensors"
+    resumed, uninterrupted = load_file(run / adapter), load_file(straight / adapter)
+    assert resumed.keys() == uninterrupted.keys()
+    assert all(torch.equal(resumed[k], uninterrupted[k]) for k in resumed)

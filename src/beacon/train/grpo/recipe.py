@@ -17,10 +17,13 @@ Exact resume: the prompts of step s are the seeded stream position `samples_seen
 engine gets the restored weights before the first rollout; so a resumed run repeats the
 uninterrupted run's rollouts, rewards and losses.
 
+With `model.lora` the trainer holds adapters and the engine (in-process or served) gets the
+merged weights after each step (`rollout_state_dict`), under the base checkpoint's names.
+
 Under `accelerate launch` each process rolls out `prompts_per_step / processes` prompts on its
 own engine; outcomes are gathered so that all score the same groups (`gather_outcomes`).
 
-What is not covered (see docs/train.md): vLLM servers, a reference model for the KL term, LoRA,
+What is not covered (see docs/train.md): vLLM servers, a reference model for the KL term,
 expert-generated hints.
 """
 
@@ -49,6 +52,7 @@ from beacon.rl import (
 from beacon.rollout import Group, Rollouts, RolloutStats
 from beacon.train.core import loop
 from beacon.train.core.checkpoint import TrainState
+from beacon.train.core.lora_weights import rollout_state_dict
 from beacon.train.core.setup import build_policy, open_run
 from beacon.train.grpo.config import GRPOConfig
 from beacon.train.grpo.hints import HintSource
@@ -93,9 +97,9 @@ class Rescue:
 
 
 def sync_weights(parts: GRPOParts) -> None:
-    """Copy the trainer's weights into the rollout engine(s)."""
+    """Copy the trainer's weights into the rollout engine(s); with LoRA, the merged weights."""
     accelerator = parts.policy.accelerator
-    parts.push(accelerator.unwrap_model(parts.policy.model).state_dict())
+    parts.push(rollout_state_dict(accelerator.unwrap_model(parts.policy.model)))
 
 
 def outcomes(group: Group) -> GroupOutcomes:
