@@ -35,6 +35,7 @@ from beacon.demo.stats import (
     paired_difference,
     variant_metrics,
 )
+from beacon.eval.report import markdown_table
 from beacon.jsonl import read_jsonl as jsonl_records
 
 PREMISE_DIRECT_SHARE = 0.1
@@ -136,11 +137,6 @@ def fmt(value: Interval | float | None) -> str:
     return f"{point:.2f}" if math.isnan(low) else f"{point:.2f} [{low:.2f}, {high:.2f}]"
 
 
-def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return lines + ["| " + " | ".join(row) + " |" for row in rows]
-
-
 class DemoReport:
     """Reads one demo folder; `write` renders report.md and the plots."""
 
@@ -231,13 +227,15 @@ class DemoReport:
                 "",
             ]
         if data:
-            lines += table(
+            lines += markdown_table(
                 ["SFT rows by mode/tool/category", "count"], [[k, str(v)] for k, v in data.items()]
             )
             lines.append("")
         if not self.evaluated("SFT", ["sft"]):
             return [*lines, "(SFT not evaluated yet)", ""]
-        lines += table(["model", *(name for _, name in TABLE_METRICS)], self.metric_rows(["SFT"]))
+        lines += markdown_table(
+            ["model", *(name for _, name in TABLE_METRICS)], self.metric_rows(["SFT"])
+        )
         easy = self.metrics["SFT"]["p_tool_easy_design"][0]
         verdict = "tool-biased, as in the paper" if easy >= 0.5 else "not tool-biased"
         note = f"After SFT the model crops on {easy:.0%} of easy* items: {verdict}."
@@ -250,7 +248,9 @@ class DemoReport:
             names = [f"{arm}-s{seed}" for seed in range(self.cfg.seeds)]
             if self.evaluated(ARM_LABELS.get(arm, arm), names):
                 labels.append(ARM_LABELS.get(arm, arm))
-        lines += table(["variant", *(name for _, name in TABLE_METRICS)], self.metric_rows(labels))
+        lines += markdown_table(
+            ["variant", *(name for _, name in TABLE_METRICS)], self.metric_rows(labels)
+        )
         lines += ["", *self.rl_training(), "", *self.hint_reliance()]
         lines += ["### Findings against the paper's direction", ""]
         lines += self.findings(RL_CLAIMS) or ["(an arm is missing: no comparison)"]
@@ -319,7 +319,7 @@ class DemoReport:
             "sampled tool rate, first -> last 10 steps",
             "s/step",
         ]
-        return ["GRPO training (summed over seeds):", "", *table(header, rows)]
+        return ["GRPO training (summed over seeds):", "", *markdown_table(header, rows)]
 
     def hint_reliance(self) -> list[str]:
         """Per HGCE arm: accuracy without the hint on the items its hints rescued in training,
@@ -378,7 +378,7 @@ class DemoReport:
         header = ["model", "acc tool", "acc notool", "tool rate", "tokens (tool)"]
         header += ["complete reflections", "impact sparsity", "steps skipped"]
         rows = [self.revue_row(label) for label in labels]
-        lines += [*self.teacher_note(), "", *table(header, rows), ""]
+        lines += [*self.teacher_note(), "", *markdown_table(header, rows), ""]
         lines += [
             f"- {path.parent.name} refused: {path.read_text().strip()}"
             for path in refused
@@ -457,7 +457,7 @@ class DemoReport:
     def timings(self) -> list[str]:
         times = read_json(self.root / "timings.json")
         rows = [[name, f"{seconds:.0f}"] for name, seconds in times.items()]
-        return ["## Stage times", "", *table(["stage", "seconds"], rows), ""]
+        return ["## Stage times", "", *markdown_table(["stage", "seconds"], rows), ""]
 
     def write(self) -> Path:
         body = [*self.header(), *self.cold_start(), *self.rl(), *self.revue()]

@@ -188,7 +188,7 @@ def format_metric(value: float, low: float, high: float, kind: str) -> str:
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    """A markdown table's lines (also `beacon.train.report`'s)."""
+    """A markdown table's lines: the one table writer of every report (eval, training, demo)."""
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     return lines + ["| " + " | ".join(row) + " |" for row in rows]
 
