@@ -337,6 +337,56 @@ def test_gameqa_snake_numbers_its_options_from_zero(tmp_path: Path) -> None:
     assert judge.asked[0][2] == "The correct option is 0: The snake hits the bound."
 
 
+@pytest.mark.parametrize(
+    ("data_id", "right", "wrong"),
+    [
+        # options "(6, 4)", "(4, 4)", "(2, 6)", ...: the gold 3 is "(2, 6)", option 2 is "(4, 4)"
+        ("sokoban-data-00001-00001", "<answer>(2, 6)</answer>", "<answer>(4, 4)</answer>"),
+        ("sokoban-data-00001-00001", "So the answer is (2,6).", "<answer>2</answer>"),
+        ("sokoban-data-00001-00001", "<answer>3</answer>", "<answer>(6, 4)</answer>"),
+        # options "7", "9", ..., "3": the gold 8 is "3", option 3 is "15"
+        ("sokoban-data-00001-00005", "<answer>3</answer>", "<answer>15</answer>"),
+        ("sokoban-data-00001-00005", "<answer>8</answer>", "<answer>Option 3</answer>"),
+        # options "3", "8", "9", "4", "7", "2", ...: the gold 6 is "2", option 2 is "8"
+        ("sokoban-data-00003-00003", "<answer>2</answer>", "<answer>8</answer>"),
+        # numbered from 0: the gold 0 is "The snake hits the bound of the grid."
+        (
+            "snake-4-which_happen",
+            "<answer>The snake hits the bound of the grid.</answer>",
+            "<answer>Nothing happens.</answer>",
+        ),
+        ("snake-4-which_happen", "<answer>0</answer>", "<answer>3</answer>"),
+    ],
+)
+def test_gameqa_published_rows_answered_with_an_option_text(
+    data_id: str, right: str, wrong: str
+) -> None:
+    """Rows of the official repo (data/gameqa/): an answer that is an option's text names that
+    option, even where the text is itself a number or a coordinate."""
+    bench = get_benchmark("gameqa")
+    sample = by_id("gameqa", DATA / "gameqa")[data_id]
+    assert sample.answer_type == "number"
+    assert bench.score(right, sample).correct
+    assert not bench.score(wrong, sample).correct
+
+
+def test_gameqa_snake_coordinate_options_numbered_from_zero() -> None:
+    """The published Snake row's layout ("Options:?" then "0: ...") with coordinates for options:
+    the answer's coordinate names the option, offset by the 0-based numbering."""
+    rows = json.loads((DATA / "gameqa" / "games_data_test.json").read_text())
+    snake = next(row for row in rows if row["data_id"] == "snake-4-which_happen")
+    points = ["(1, 2)", "(2, 2)", "(3, 1)", "(1, 3)"]
+    question = snake["question"].split("Options:?")[0] + "Where is the head after these moves?"
+    lines = "".join(f"\n{n}: {point}" for n, point in enumerate(points))
+    row = {**snake, "_row": 0, "question": f"{question}\nOptions:?{lines}", "answer": 3}
+    bench = get_benchmark("gameqa")
+    sample = bench.to_sample({**row, "options": points})
+    assert (sample.answer, sample.metadata["option_base"]) == ("3", 0)
+    assert bench.score("<answer>(1, 3)</answer>", sample).correct
+    assert bench.score("<answer>3</answer>", sample).correct
+    assert not bench.score("<answer>(3, 1)</answer>", sample).correct  # option 2
+
+
 def test_babyvision_rules_agree_with_the_official_judge_on_published_results() -> None:
     """The 8 results the BabyVision repo publishes (official LLM judge): the coordinate rule
     gives the same verdict on each, including "10,5" vs "(10,5)" and an answer with no box."""

@@ -4,12 +4,15 @@ ratio against direct forwards, and kill -9 + resume equal to an uninterrupted ru
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -18,6 +21,7 @@ import yaml
 
 from beacon.config import ConfigError, load_config
 from beacon.rl import check_hint, token_logprobs
+from beacon.rollout.groups import RolloutStats
 from beacon.train.core.checkpoint import latest_checkpoint
 from beacon.train.core.metrics import read_metrics
 from beacon.train.grpo.config import GRPOConfig
@@ -60,11 +64,104 @@ def test_synth_region_hints_are_checked_and_cached_hints_win(tmp_path: Path) -> 
         assert check.ok or check.problems  # a coincident number is refused, never shown
     path = tmp_path / "hints.jsonl"
     path.write_text('{"benchmark": "synth", "sample_id": "3", "hint": "Count the red ones."}\n')
-    assert read_hints(path) == {("synth", "3"): "Count the red ones."}
+    assert read_hints(path).accepted == {("synth", "3"): "Count the red ones."}
     source = HintSource(str(path), synth_region_hints=True)
     assert source.hint(generate(0, 3)) == "Count the red ones."
     assert source.hint(generate(0, 4)) == synth_region_hint(generate(0, 4))
     assert HintSource(None, synth_region_hints=False).hint(generate(0, 4)) is None
+
+
+def _hints_file(path: Path) -> tuple[Any, Any, Any]:
+    """hints.jsonl as `beacon data hints` writes it: synth item 0 accepted, item 1 refused (every
+    attempt leaked), item 2 never decided (no row). Returns the three samples."""
+    from beacon.benchmarks.synth import generate
+    from beacon.data.hints import HintRecord
+
+    accepted, refused, missing = (generate(0, index) for index in range(3))
+    rows = [
+        HintRecord("synth", accepted.id, "Crop the labelled bar and zoom in.", True, 1),
+        HintRecord(
+            "synth",
+            refused.id,
+            None,
+            False,
+            2,
+            rejected=[{"hint": f"It is {refused.answer}.", "reasons": ["states the answer"]}] * 2,
+        ),
+    ]
+    path.write_text("".join(json.dumps(asdict(row)) + "\n" for row in rows))
+    return accepted, refused, missing
+
+
+def test_hints_the_pipeline_refused_are_never_shown_and_are_counted(tmp_path: Path) -> None:
+    from beacon.rollout.groups import Group
+    from beacon.train.grpo.recipe import rescue
+    from beacon.types import Trajectory
+    from beacon.verify import Verdict
+
+    path = tmp_path / "hints.jsonl"
+    accepted, refused, missing = _hints_file(path)
+    source = HintSource(str(path), synth_region_hints=False)
+    assert [source.hint(s) for s in (accepted, refused, missing)] == [
+        "Crop the labelled bar and zoom in.",
+        None,  # not the text "None"
+        None,
+    ]
+    cached = read_hints(path)
+    assert cached.accepted == {("synth", accepted.id): "Crop the labelled bar and zoom in."}
+    assert cached.refused == {("synth", refused.id)}
+
+    asked: list[tuple[list[str], list[str]]] = []
+
+    class Rollouts:
+        def groups(self, samples: list[Any], step: int, hints: list[str]) -> tuple[list, Any]:
+            asked.append(([s.id for s in samples], hints))
+            return [], RolloutStats()
+
+    def all_wrong(sample: Any) -> Group:
+        trajs = [Trajectory(sample.id, "text", "thyme") for _ in range(2)]
+        return Group(sample, 0, trajs, [Verdict(False, 0.0, True, "x", "rule")] * 2)
+
+    parts = SimpleNamespace(hints=source, rollouts=Rollouts(), run_dir=tmp_path)
+    cfg = GRPOConfig.model_validate(grpo_settings(tmp_path / "run"))
+    out, _ = rescue(parts, cfg, [all_wrong(s) for s in (accepted, refused, missing)], step=0)
+    assert asked == [([accepted.id], ["Crop the labelled bar and zoom in."])]
+    assert (out.refused, out.missing) == (1, 1)
+
+
+def test_a_hint_row_with_a_value_of_another_type_names_the_record(tmp_path: Path) -> None:
+    path = tmp_path / "hints.jsonl"
+    path.write_text('{"benchmark": "synth", "sample_id": "3", "hint": "Zoom.", "accepted": "no"}\n')
+    with pytest.raises(ValueError, match=r"record 1 .*accepted 'no'.*rollout\.hints"):
+        read_hints(path)
+
+
+@pytest.mark.slow
+def test_grpo_counts_refused_hints_in_its_metrics(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every item's hint refused by the pipeline, no scripted fallback: no group is hinted, and
+    each all-wrong group is in rl/hint_refused of metrics.jsonl, none in rl/hint_missing."""
+    from beacon.benchmarks.synth import generate
+    from beacon.engines.hf import HFEngine
+
+    monkeypatch.setattr(HFEngine, "__init__", HFEngine.__init__)  # restored after the test
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from grpo_helpers import install_choice_processor
+
+    install_choice_processor()
+    path = tmp_path / "hints.jsonl"
+    refused = {"hint": None, "accepted": False, "attempts": 2, "rejected": [], "error": None}
+    rows = [{"benchmark": "synth", "sample_id": generate(0, i).id, **refused} for i in range(3)]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    settings = grpo_settings(tmp_path / "run", max_steps=2, save_every=10)
+    settings["rollout"].update(hints=str(path), synth_region_hints=False)
+    run_grpo(GRPOConfig.model_validate(settings))
+    metrics = read_metrics(tmp_path / "run" / "metrics.jsonl")
+    assert sum(m["rl/hint_refused"] for m in metrics) >= 1  # item 2 is never answered right
+    assert sum(m["rl/hint_missing"] for m in metrics) == 0
+    assert sum(m["rl/groups_hinted"] for m in metrics) == 0
 
 
 @contextlib.contextmanager

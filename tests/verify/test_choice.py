@@ -67,6 +67,16 @@ CASES = [
     ("Based on U.S. data, B", COLORS, "B"),
     ("B\n\nExplanation: the red light is off, so the bus is blue.", COLORS, "B"),  # letter first
     ("Options A and C are wrong: the answer is B.", COLORS, "B"),
+    # Contrasts: the chosen letter beside a rejected one.
+    ("The answer is B rather than C.", COLORS, "B"),
+    ("<answer>B rather than C</answer>", COLORS, "B"),
+    ("It is B, not C.", COLORS, "B"),
+    ("I'd go with (B) and not (C)", COLORS, "B"),
+    ("The answer is B instead of C.", COLORS, "B"),
+    ("B instead of C", COLORS, "B"),
+    ("Answer: not C but B", COLORS, "B"),
+    ("It is not C, but rather B.", COLORS, "B"),
+    ("<answer>not C but B</answer>", COLORS, "B"),
     # Option text.
     ("I think it is blue.", COLORS, "B"),
     ("It's green.", COLORS, "C"),
@@ -113,6 +123,7 @@ CASES = [
     ("A cat sits on the mat.", COLORS, None),
     ("The answer isn't obvious between options A and C.", COLORS, None),
     ("<answer>130</answer>", ANGLES, None),
+    ("E rather than B", COLORS, None),  # the chosen letter is no option; B was rejected
     ("<answer>something else entirely</answer> B", COLORS, None),
     (
         "Let me zoom in.<code>```python\ncrop = image.crop((0, 0, 9, 9))\n```</code>"

@@ -24,9 +24,10 @@ first folder when the path has one above `images/`; it prefixes the sample id.
 
 Scoring. The official evaluator asks an LLM judge ("Correctness: Yes/No"), giving it the gold
 as "The correct option is {n}: {option text}" for option numbers. Here rules decide first:
-option numbers by the number the answer starts with, or the option text it names; letters and
-option texts through `beacon.verify`'s choice rule; coordinates by their integers; numbers and
-other text by `beacon.verify`. The judge decides what the rules cannot read. Deviation: the
+option numbers by the option text the answer is (first: Sokoban's options are coordinates and
+numbers themselves), else the number it starts with; letters and option texts through
+`beacon.verify`'s choice rule; coordinates by their integers; numbers and other text by
+`beacon.verify`. The judge decides what the rules cannot read. Deviation: the
 official evaluator shows the judge `options[answer - 1]`, which for Snake's 0-based numbers is
 the wrong option (the last one for answer 0); the judge here sees the option the number names.
 """

@@ -16,6 +16,9 @@ How one span is read (`read_span`, first rule that gives a letter wins):
 a. the whole span is a letter form: `B`, `(B)`, `B.`, `B)`, `[B]`, `**B**`, `Option B`, `b`.
    A letter that is not an option key makes the span unreadable (never another letter);
 b. a `\\boxed{}` inside the span, then the span's own strong markers, last first;
+   then a contrast between two letters, read as the chosen one: "B rather than C", "B instead
+   of C", "B, not C", "B and not C", "not C but B" (a chosen letter that is no option key, or
+   contrasts that choose different letters, make the span unreadable);
 c. a leading label: `B. text`, `(B) text`, `B) text`, `b) text`, `B: text`, `B, because`;
 d. the option's text: normalized equality (case decides only between options that differ
    only in case), then containment. Overlapping matches keep the
@@ -60,6 +63,16 @@ _WEAK_CUE = re.compile(
     r"\b(?i:option|choice|choose|chose|pick|select|selected)\b\s*:?\s*"
     r"[\(\[]?([A-Za-z])[\)\]]?(?![\w'’])"
 )
+_LETTER_WORD = r"(?:(?i:option|choice)\s+)?[\(\[]?([A-Z])[\)\]]?"
+# "B rather than C", "B instead of C", "B, not C", "B and not C" (the chosen letter first) and
+# "not C but B", "not C, but rather B" (the chosen letter last). The letters must stand alone, so
+# "A cat rather than B" is no contrast between letters.
+_CONTRAST = re.compile(
+    rf"(?<![\w'’]){_LETTER_WORD}\s*(?:,\s*|\s)(?:rather\s+than|instead\s+of|(?:and\s+|but\s+)?not)"
+    rf"\s+{_LETTER_WORD}(?![\w'’])"
+    rf"|(?<![\w'’])(?i:not)\s+{_LETTER_WORD}\s*,?\s+(?i:but)\s+(?:(?i:rather)\s+)?{_LETTER_WORD}"
+    r"(?![\w'’])"
+)
 _STANDALONE = re.compile(r"(?<![\w'’.\-/&])([A-Z])(?![\w'’\-/&]|\.\w)")
 _NEXT_WORD = re.compile(r"\s+([a-z]+)")
 _LETTER_A_FOLLOWERS = {
@@ -100,7 +113,13 @@ def read_span(span: str, keys: Mapping[str, str], texts: Mapping[str, str]) -> s
     letter = _LETTER_ONLY.fullmatch(text)
     if letter:
         return keys.get(letter.group(1).upper())
-    for rule in (_by_inner_markers, _by_label, _by_text, _by_number, _by_weak_cue, _by_letter):
+    found = _by_inner_markers(text, keys, texts)
+    if found is not None:
+        return found
+    chosen = _contrast_choices(text)
+    if chosen:  # a chosen letter that is no option, or two different ones: unreadable
+        return keys.get(chosen.pop()) if len(chosen) == 1 else None
+    for rule in (_by_label, _by_text, _by_number, _by_weak_cue, _by_letter):
         found = rule(text, keys, texts)
         if found is not None:
             return found
@@ -128,6 +147,16 @@ def _by_inner_markers(text: str, keys: Mapping[str, str], texts: Mapping[str, st
             if found is not None:
                 return found
     return None
+
+
+def _contrast_choices(text: str) -> set[str]:
+    """The letters chosen in the span's "B rather than C" / "not C but B" forms (none: no such
+    form). The rejected letter is never read, so it cannot win rule g's lone-letter count."""
+    chosen = set()
+    for match in _CONTRAST.finditer(text):
+        first, _, _, last = match.groups()
+        chosen.add(first if first is not None else last)
+    return chosen
 
 
 def _by_label(text: str, keys: Mapping[str, str], texts: Mapping[str, str]) -> str | None:

@@ -31,6 +31,12 @@ def is_coordinate(gold: str) -> bool:
     return _SEPARATORS.fullmatch(rest) is not None
 
 
+def coordinate_values(text: str) -> tuple[int, ...] | None:
+    """The integers of `text` when it is a coordinate and nothing else (`is_coordinate`), so
+    "(2,6)" and "2, 6" both give (2, 6); None for any other text."""
+    return tuple(int(n) for n in _INTEGER.findall(text)) if is_coordinate(text) else None
+
+
 def read_coordinates(answer: str, arity: int) -> tuple[int, ...] | None:
     """The `arity` integers the answer gives, or None when they cannot be told apart.
 

@@ -2,8 +2,12 @@
 
 GameQA's board games list their options as "1: ...", "2: ..." (Snake from 0) and state the gold
 as that number; the official evaluator hands the judge "The correct option is {n}: {text}".
-The rule here reads the number the answer starts with, else the option whose text the answer
-spells out (normalized equality), and leaves anything else to the judge.
+The rule here reads the option whose text the answer is (normalized equality; for coordinate
+options also the same integers, "(2,6)" for "(2, 6)"), else the number the answer starts with,
+and leaves anything else to the judge. The option's text goes first because many games' options
+are numbers or coordinates themselves: Sokoban's options ["(6, 4)", "(4, 4)", "(2, 6)", ...]
+make "(2, 6)" option 3, where its first number would name option 2, and the options ["7", ...,
+"3"] make "3" option 8.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from collections.abc import Sequence
 
 from beacon.types import Sample
 from beacon.verify import Judge, Verdict, extract_answer, normalize_text
+from beacon.verify.coordinates import coordinate_values
 
 _LEADING_NUMBER = re.compile(r"^\s*(?:option\s*)?[\(\[]?(\d+)[\)\]]?(?=$|[\s.:,)])", re.I)
 
@@ -20,17 +25,24 @@ _LEADING_NUMBER = re.compile(r"^\s*(?:option\s*)?[\(\[]?(\d+)[\)\]]?(?=$|[\s.:,)
 def read_option_number(answer: str | None, texts: Sequence[str], base: int = 1) -> int | None:
     """The option number an answer picks (options numbered from `base`), or None.
 
-    Its leading number when that names an option ("1-right-forward" is not a leading number),
-    else the number of the one option whose text equals the answer.
+    The number of the one option whose text the answer is (see the module docstring), else its
+    leading number when that names an option ("1-right-forward" is not a leading number).
     """
     if answer is None:
         return None
+    wanted, point = normalize_text(answer), coordinate_values(answer)
+    hits = [
+        n
+        for n, option in enumerate(texts, base)
+        if normalize_text(option) == wanted
+        or (point is not None and coordinate_values(option) == point)
+    ]
+    if len(hits) == 1:
+        return hits[0]
     lead = _LEADING_NUMBER.match(answer)
     if lead is not None and base <= int(lead.group(1)) < base + len(texts):
         return int(lead.group(1))
-    wanted = normalize_text(answer)
-    hits = [n for n, option in enumerate(texts, base) if normalize_text(option) == wanted]
-    return hits[0] if len(hits) == 1 else None
+    return None
 
 
 def verify_option_number(

@@ -44,8 +44,8 @@ class RolloutConfig(StrictModel):
     )
     hints: str | None = Field(
         None,
-        description="HGCE hint cache: JSONL of {benchmark, sample_id, hint} rows (the data "
-        "pipeline writes it).",
+        description="HGCE hint cache: JSONL of {benchmark, sample_id, hint} rows (`beacon "
+        "data hints` writes it); a row with accepted false or a null hint is never shown.",
     )
     synth_region_hints: bool = Field(
         True,

@@ -89,11 +89,12 @@ class GRPOParts:
 
 @dataclass
 class Rescue:
-    """HGCE of one step: the hinted groups, and the all-wrong groups left without a hint."""
+    """HGCE of one step: the hinted groups, and the all-wrong groups left without a hint: no
+    hint at all (`missing`), or one refused by the data pipeline or by `check_hint` here."""
 
     groups: list[Group]
-    no_hint: int = 0
-    leaking: int = 0
+    missing: int = 0
+    refused: int = 0
 
 
 def sync_weights(parts: GRPOParts) -> None:
@@ -127,10 +128,13 @@ def rescue(
         hint = parts.hints.hint(sample)
         check = check_hint(hint, sample.answer, sample.options)
         if hint is None or not hint.strip():
-            out.no_hint += 1
+            if parts.hints.was_refused(sample):  # `beacon data hints` wrote accepted: false
+                out.refused += 1
+            else:
+                out.missing += 1
         elif cfg.rl.hgce.check_leaks and not check.ok:
             logger.info("hint for %s refused: %s", sample.id, "; ".join(check.problems))
-            out.leaking += 1
+            out.refused += 1
         else:
             samples.append(sample)
             hints.append(hint)
@@ -196,7 +200,7 @@ def grpo_step(parts: GRPOParts, cfg: GRPOConfig, state: TrainState) -> loop.Step
         totals,
     )
     update = reduce_update(acc, update)
-    counts = [hgce.no_hint, hgce.leaking, sum(stats.failed.values())]
+    counts = [hgce.missing, hgce.refused, sum(stats.failed.values())]
     counts = acc.reduce(torch.tensor(counts, device=acc.device), "sum").tolist()
     extra = {
         **{f"rl/{k}": v for k, v in scores.stats.as_dict().items()},
