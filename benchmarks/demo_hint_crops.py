@@ -38,21 +38,19 @@ def holds(outer: tuple[int, ...], inner: list[int]) -> bool:
     )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("run", type=Path, help="a beacon eval run folder on synth_demo_hinted")
-    parser.add_argument("--group-size", type=int, default=8, help="G of the HGCE groups (demo: 8)")
-    args = parser.parse_args()
-    cfg = load_config(EvalConfig, args.run / "config.yaml")
+def tally(run: Path) -> tuple[dict[str, int], dict[str, int]]:
+    """Per kind of episode (all, cropped, cropped the hinted ninth, crop held the box): how many
+    episodes of the run, and how many of them answered right."""
+    cfg = load_config(EvalConfig, run / "config.yaml")
     items = {s.id: s for s in SynthDemoHinted().load(limit=cfg.limit, seed=cfg.seed)}
     correct = {
         r["key"]: bool(r["correct"])
-        for r in read_jsonl(args.run / "samples.jsonl", whole=True)
+        for r in read_jsonl(run / "samples.jsonl", whole=True)
         if r["benchmark"] == SynthDemoHinted.name and r["mode"] == "tool"
     }
     counts = {"episodes": 0, "cropped": 0, "hinted ninth": 0, "box held": 0}
     right = dict.fromkeys(counts, 0)
-    for row in read_jsonl(args.run / "trajectories.jsonl", whole=True):
+    for row in read_jsonl(run / "trajectories.jsonl", whole=True):
         trajectory = Trajectory.from_dict(row.get("trajectory", row))
         key = f"{SynthDemoHinted.name}/{trajectory.sample_id}/tool/0"
         if key not in correct:
@@ -66,7 +64,17 @@ def main() -> None:
         for kind in kinds:
             counts[kind] += 1
             right[kind] += correct[key]
-    print(f"{args.run}: {cfg.engine.model} on {counts['episodes']} hinted search items")
+    return counts, right
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("run", type=Path, help="a beacon eval run folder on synth_demo_hinted")
+    parser.add_argument("--group-size", type=int, default=8, help="G of the HGCE groups (demo: 8)")
+    args = parser.parse_args()
+    counts, right = tally(args.run)
+    model = load_config(EvalConfig, args.run / "config.yaml").engine.model
+    print(f"{args.run}: {model} on {counts['episodes']} hinted search items")
     for kind, n in counts.items():
         rate = f"{right[kind] / n:.2f}" if n else "n/a"
         print(f"  {kind:13s} {n:4d}   answered right {right[kind]:4d}  ({rate}; a guess: {GUESS})")
