@@ -15,8 +15,10 @@ quarter of its height here. Four categories cycle with the index:
 visible" does not mean "no crop needed". `search` items ask about "the box" without
 coordinates: a crop needs the box's place, which the 112-pixel view shows only as a small
 coloured outline. Their answer-free hint (`metadata["hint"]`, used by HGCE) names the ninth of
-the image holding the box ("the top left"); cropping that ninth makes the digit readable, so
-the hint turns an unsolvable item into a solvable one.
+the image holding the box ("the top left"): it says where to crop, not what the digit is. A
+crop of that ninth, seen at 112 pixels, shows the digit 15-21 pixels tall, about a `small`
+item's size; whether a model then reads it is its own skill, and the demo's shipped cold start
+does not (it reads the digit in the hinted crop at chance: `benchmarks/demo_hint_crops.py`).
 
 Coordinates in questions and hints are written three characters wide, padded with spaces
 (`( 12,345, 67, 89)`): valid Python when copied into `image.crop((...))`, and the same

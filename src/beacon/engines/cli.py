@@ -42,7 +42,10 @@ def make(
 def serve(
     model: str = typer.Option(..., "--model", help="Checkpoint folder (or hub id) to serve."),
     host: str = typer.Option(
-        "127.0.0.1", "--host", help="Interface to listen on; others than loopback need --api-key."
+        "127.0.0.1",
+        "--host",
+        help="Interface to listen on; beyond loopback without --api-key the server starts with a "
+        "warning, so set one.",
     ),
     port: int = typer.Option(8000, "--port", help="TCP port."),
     engine: str = typer.Option("hf", "--engine", help="Engine behind the server: hf or vllm."),

@@ -19,8 +19,8 @@ metadata gives the evidence `region` and the design `difficulty` (`synth`, `synt
   or it answered a hard item without cropping).
 
 An item it cannot recognise by image (a request built in a test, another benchmark) is looked up
-by question text and treated as before region rules existed: the original state is the one
-sufficient state, and every wrong answer is READ.
+by question text, without region rules: the original state is the one sufficient state, and
+every wrong answer is READ.
 
 `create_app` serves it at `/v1/chat/completions` (FastAPI, like `beacon serve`); run it with
 `beacon.engines.serve.run_app_in_thread`.
