@@ -10,8 +10,7 @@ that names the package, raised by `setup.make_accelerator` before any model is l
 Where each tracker writes: TensorBoard to `<output_dir>/tensorboard/beacon/`; W&B to project
 `beacon`, run name the run folder's name, local files under `<output_dir>/wandb/`
 (`WANDB_MODE=offline` keeps them there); MLflow to experiment `beacon` at its tracking URI
-(`MLFLOW_TRACKING_URI`, default `./mlruns`). The run's resolved config goes to each as
-hyperparameters.
+(`MLFLOW_TRACKING_URI`). The run's resolved config goes to each as hyperparameters.
 """
 
 from __future__ import annotations
