@@ -50,9 +50,7 @@ def make_accelerator(model: ModelConfig, train: TrainConfig) -> Any:
         kwargs_handlers=[ddp],
         cpu=not torch.cuda.is_available(),
         log_with=list(train.report_to) or None,
-        project_config=ProjectConfiguration(
-            project_dir=train.output_dir, logging_dir=str(tracker_dir(train.output_dir))
-        ),
+        project_config=ProjectConfiguration(logging_dir=str(tracker_dir(train.output_dir))),
     )
 
 
