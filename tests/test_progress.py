@@ -46,19 +46,20 @@ LOOP = textwrap.dedent(
 )
 
 
-def _run_loop(stderr: int) -> subprocess.CompletedProcess:
+def _loop(stderr: int) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(SRC)}
-    return subprocess.run(
-        [sys.executable, "-c", LOOP], stdout=subprocess.PIPE, stderr=stderr, env=env, timeout=120
+    return subprocess.Popen(
+        [sys.executable, "-c", LOOP], stdout=subprocess.PIPE, stderr=stderr, env=env
     )
 
 
 def test_off_a_terminal_progress_is_a_few_plain_lines() -> None:
-    done = _run_loop(subprocess.PIPE)
-    assert done.returncode == 0, done.stderr.decode()[-2000:]
-    assert b"\r" not in done.stderr
-    lines = done.stderr.decode().splitlines()
-    simulated = float(done.stdout)
+    proc = _loop(subprocess.PIPE)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err.decode()[-2000:]
+    assert b"\r" not in err
+    lines = err.decode().splitlines()
+    simulated = float(out)
     # one line per LOG_EVERY_S of the loop's (simulated) time, and the closing one
     assert 2 <= len(lines) <= simulated / progress.LOG_EVERY_S + 1, lines
     assert all(line.startswith("work: ") for line in lines), lines
@@ -70,24 +71,18 @@ def test_on_a_terminal_progress_is_tqdms_bar() -> None:
     leader, follower = pty.openpty()
     # a new pty is 0 columns wide, and tqdm draws a 0-column bar: give it a terminal's width
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    proc = _loop(follower)
+    os.close(follower)
+    shown = b""
     try:
-        done = _run_loop(follower)
-        os.close(follower)
-        follower = -1
-        shown = b""
-        while True:
-            try:
-                chunk = os.read(leader, 65536)
-            except OSError:  # the pty's other end is closed: all read
-                break
-            if not chunk:
-                break
+        while chunk := os.read(leader, 65536):  # read while it runs: a full pty blocks it
             shown += chunk
+    except OSError:  # EIO: the child closed its end, everything is read
+        pass
     finally:
         os.close(leader)
-        if follower != -1:
-            os.close(follower)
-    assert done.returncode == 0
+    proc.communicate(timeout=120)
+    assert proc.returncode == 0
     assert b"\r" in shown and b"2000/2000" in shown
 
 
