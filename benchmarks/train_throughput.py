@@ -111,7 +111,6 @@ def config(
             "max_tokens_per_microbatch": budget,
             "lr": 1e-4,
             "progress_bar": False,
-            "tensorboard": False,
         },
     }
 

@@ -29,6 +29,7 @@ from beacon.engines import cli as engines_cli
 from beacon.errors import UserError
 from beacon.eval import cli as eval_cli
 from beacon.images import ImageError
+from beacon.progress import quiet_library_bars
 from beacon.revue import cli as revue_cli
 from beacon.sandbox import cli as sandbox_cli
 from beacon.train import cli as train_cli
@@ -64,6 +65,7 @@ def _options(
     ),
 ) -> None:
     """Beacon command line."""
+    quiet_library_bars()
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

@@ -26,7 +26,6 @@ def grpo_settings(out: Path, **train: Any) -> dict[str, Any]:
         "min_lr_ratio": 1.0,
         "save_every": 1,
         "progress_bar": False,
-        "tensorboard": False,
     }
     settings.update(train)
     return {

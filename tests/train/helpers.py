@@ -16,7 +16,6 @@ def sft_settings(model: Path, data: Path, out: Path, **train: Any) -> dict[str, 
         "save_every": 2,
         "max_tokens_per_microbatch": 1000,
         "progress_bar": False,
-        "tensorboard": False,
     }
     settings.update(train)
     return {

@@ -33,7 +33,6 @@ def opd_settings(student: Path, teacher: Path, out: Path, **sets: Any) -> dict[s
             "lr": 1e-3,
             "save_every": 1,
             "progress_bar": False,
-            "tensorboard": False,
         },
     }
     for key, value in sets.items():

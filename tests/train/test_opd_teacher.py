@@ -77,7 +77,7 @@ def tuned(tiny_model_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
     cfg = {
         "model": {"path": str(tiny_model_path)},
         "data": {"train": [str(root / "oracle.jsonl")], "images": str(root / "images")},
-        "train": {**train, "tensorboard": False},
+        "train": train,
     }
     run_sft(SFTConfig.model_validate(cfg))
     return root / "sft"

@@ -85,7 +85,6 @@ def settings(student: Path, base_url: str, out: Path) -> dict[str, Any]:
             "lr": 1e-3,
             "save_every": 1,
             "progress_bar": False,
-            "tensorboard": False,
         },
     }
 

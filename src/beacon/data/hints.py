@@ -18,8 +18,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 from beacon.data.config import DataConfig
 from beacon.data.pool import load_samples
 from beacon.data.records import StageSummary
@@ -27,6 +25,7 @@ from beacon.data.stages import VERIFIED_FILE
 from beacon.engines.base import GenerationRequest, SamplingParams
 from beacon.images import load_image
 from beacon.jsonl import JsonlWriter, read_jsonl, repair_jsonl
+from beacon.progress import Progress
 from beacon.rl.hints import leak_reasons
 from beacon.types import Sample, Trajectory
 
@@ -112,7 +111,7 @@ def run_hints(cfg: DataConfig, progress: bool = True) -> StageSummary:
     samples = load_samples(cfg, todo)
     engine = _expert_engine(cfg)
     writer = JsonlWriter(path)
-    bar = tqdm(total=len(todo), desc="hints", unit="item", disable=not progress)
+    bar = Progress("hints", total=len(todo), unit="item", enabled=progress)
     try:
         for chunk in _chunks(todo, cfg.expert.concurrency):
             for record in decide_chunk(engine, chunk, samples, cfg):

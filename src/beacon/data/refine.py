@@ -18,13 +18,12 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from tqdm import tqdm
-
 from beacon.agent.formats import THYME
 from beacon.benchmarks import get_benchmark
 from beacon.engines.base import GenerationRequest, SamplingParams
 from beacon.images import load_image
 from beacon.jsonl import JsonlWriter, read_jsonl, repair_jsonl
+from beacon.progress import track
 from beacon.types import Sample, Segment, Trajectory
 
 REFINED_FILE = "refined.jsonl"
@@ -121,7 +120,8 @@ def refine_all(
     todo = [t for t in trajectories if t.metadata["eval_key"] not in done]
     writer = JsonlWriter(path)
     try:
-        for start in tqdm(range(0, len(todo), 8), desc="refine", disable=not progress):
+        chunks = range(0, len(todo), 8)
+        for start in track(chunks, "refine", total=len(chunks), unit="chunk", enabled=progress):
             chunk = todo[start : start + 8]
             requests = [
                 refine_request(t, samples[_key(t)], load_image(samples[_key(t)].images[0]))

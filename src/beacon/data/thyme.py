@@ -35,13 +35,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 from beacon.agent.formats import THYME
 from beacon.data.records import StageSummary
 from beacon.files import FileRefused, read_file
 from beacon.images import ImageError, ImageStore, load_image
 from beacon.jsonl import read_jsonl, write_jsonl_atomic
+from beacon.progress import track
 from beacon.types import Segment, ToolCall, Trajectory
 
 logger = logging.getLogger(__name__)
@@ -212,7 +211,7 @@ def import_thyme(
     store = ImageStore(out / "images")
     summary = StageSummary(stage="import_thyme")
     rows = []
-    rows_in = tqdm(read_rows(source), desc="import-thyme", unit="row", disable=not progress)
+    rows_in = track(read_rows(source), "import-thyme", unit="row", enabled=progress)
     for n, raw in enumerate(rows_in):
         summary.total += 1
         try:

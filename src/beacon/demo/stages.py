@@ -111,7 +111,6 @@ def _train_config(cfg: DemoConfig, out: Path, seed: int, steps: int, lr: float, 
         "keep_last": 1,
         "log_every": 1,
         "progress_bar": cfg.progress,
-        "tensorboard": False,
     }
     return {**settings, **extra}
 

@@ -17,8 +17,6 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tqdm import tqdm
-
 from beacon.agent.episode import EpisodeSpec
 from beacon.agent.formats import get_format
 from beacon.agent.gate import ToolGate
@@ -41,6 +39,7 @@ from beacon.eval.records import (
 from beacon.images import ImageStore
 from beacon.jsonl import JsonlWriter, write_atomic
 from beacon.metrics.summary import Summary
+from beacon.progress import Progress
 from beacon.rollout import RETRIED, episode_spec, sample_key, score
 from beacon.runfolder import check_run_folder
 from beacon.types import Trajectory
@@ -232,12 +231,11 @@ def _run_items(
             AgentLoop(engine, sandbox, cfg.agent, store=ImageStore(out / "images"), gate=gate)
         )
         total = _expected_total(cfg)
-        bar = tqdm(
+        bar = Progress(
+            "eval",
             total=None if total is None else max(0, total - already),
-            desc="eval",
             unit="ep",
-            disable=not progress,
-            dynamic_ncols=True,
+            enabled=progress,
         )
         stack.callback(bar.close)
         recorder = stack.enter_context(Recorder(out, _build_judge(cfg, out), bar, cfg.judge))
@@ -264,7 +262,9 @@ class Recorder:
     next submit or on exit, so the run stops instead of silently losing samples.
     """
 
-    def __init__(self, out: Path, judge: Judge | None, bar: tqdm, judge_cfg: JudgeConfig) -> None:
+    def __init__(
+        self, out: Path, judge: Judge | None, bar: Progress, judge_cfg: JudgeConfig
+    ) -> None:
         self.judge, self.bar = judge, bar
         self.samples = JsonlWriter(out / SAMPLES_FILE)
         self.trajectories = JsonlWriter(out / TRAJECTORIES_FILE)
@@ -291,7 +291,7 @@ class Recorder:
         with self.lock:
             self.live.add(item.spec.mode, verdict.correct)
             self.bar.update(1)
-            self.bar.set_postfix(self.live.postfix(), refresh=False)
+            self.bar.set_postfix(self.live.postfix())
 
     def _record_failure(self, item: WorkItem, trajectory: Trajectory) -> None:
         """Not a result: logged and kept out of samples.jsonl, so a rerun retries it."""

@@ -1,4 +1,4 @@
-"""`beacon train sft|grpo|opd|rft --config FILE [--set key=value ...] [--resume]`.
+"""`beacon train sft|grpo|opd|rft --config FILE [--set key=value ...] [--resume] [--no-progress]`.
 
 Launch on many processes through accelerate, e.g.
 ``accelerate launch --config_file configs/accelerate/fsdp.yaml -m beacon train sft --config ...``.
@@ -22,8 +22,17 @@ SETS = typer.Option([], "--set", help="Override one key: train.lr=2e-5 (YAML val
 RESUME = typer.Option(
     False, "--resume", help="Continue the run in train.output_dir from its newest checkpoint."
 )
+NO_PROGRESS = typer.Option(
+    False, "--no-progress", help="No progress display (sets train.progress_bar=false)."
+)
 """The options every train command takes; a bad config or run folder is one line, exit 2
 (`beacon.cli.main`)."""
+
+
+def _overrides(sets: list[str], no_progress: bool) -> list[str]:
+    """The `--set` overrides, then `--no-progress` as the one it stands for."""
+    return [*sets, "train.progress_bar=false"] if no_progress else sets
+
 
 SFT_EPILOG = """
 Example (tiny model, CPU):
@@ -35,11 +44,16 @@ Rerun with --resume to continue from the newest complete checkpoint.
 
 
 @app.command("sft", epilog=SFT_EPILOG)
-def sft_command(config: Path = CONFIG, sets: list[str] = SETS, resume: bool = RESUME) -> None:
+def sft_command(
+    config: Path = CONFIG,
+    sets: list[str] = SETS,
+    resume: bool = RESUME,
+    no_progress: bool = NO_PROGRESS,
+) -> None:
     """Cold-start SFT: cross-entropy on generated segments of trajectories."""
     from beacon.train.sft import SFTConfig, run_sft
 
-    run_sft(load_config(SFTConfig, config, sets), resume=resume)
+    run_sft(load_config(SFTConfig, config, _overrides(sets, no_progress)), resume=resume)
 
 
 GRPO_EPILOG = """
@@ -53,11 +67,16 @@ Ablations: --set rl.reward=binary (GRPO only), rl.reward=naar (+NAAR), rl.hgce.e
 
 
 @app.command("grpo", epilog=GRPO_EPILOG)
-def grpo_command(config: Path = CONFIG, sets: list[str] = SETS, resume: bool = RESUME) -> None:
+def grpo_command(
+    config: Path = CONFIG,
+    sets: list[str] = SETS,
+    resume: bool = RESUME,
+    no_progress: bool = NO_PROGRESS,
+) -> None:
     """GRPO with the NAAR reward and HGCE hints, rollouts through the agent loop."""
     from beacon.train.grpo import GRPOConfig, run_grpo
 
-    run_grpo(load_config(GRPOConfig, config, sets), resume=resume)
+    run_grpo(load_config(GRPOConfig, config, _overrides(sets, no_progress)), resume=resume)
 
 
 OPD_EPILOG = """
@@ -74,11 +93,16 @@ than the student; --resume --set teacher_check.on_fail=warn trains anyway.
 
 
 @app.command("opd", epilog=OPD_EPILOG)
-def opd_command(config: Path = CONFIG, sets: list[str] = SETS, resume: bool = RESUME) -> None:
+def opd_command(
+    config: Path = CONFIG,
+    sets: list[str] = SETS,
+    resume: bool = RESUME,
+    no_progress: bool = NO_PROGRESS,
+) -> None:
     """On-policy distillation with ReVuE: critic reflections and token-impact weights."""
     from beacon.train.opd import OPDConfig, run_opd
 
-    run_opd(load_config(OPDConfig, config, sets), resume=resume)
+    run_opd(load_config(OPDConfig, config, _overrides(sets, no_progress)), resume=resume)
 
 
 RFT_EPILOG = """
@@ -98,14 +122,21 @@ finished stages and continues an unfinished one.
 
 
 @app.command("rft", epilog=RFT_EPILOG)
-def rft_command(config: Path = CONFIG, sets: list[str] = SETS, resume: bool = RESUME) -> None:
+def rft_command(
+    config: Path = CONFIG,
+    sets: list[str] = SETS,
+    resume: bool = RESUME,
+    no_progress: bool = NO_PROGRESS,
+) -> None:
     """RFT: SFT the student on the teacher's verified trajectories (sample, verify, sft)."""
     from beacon.data.records import StageSummary
     from beacon.eval.runner import InfrastructureErrors
     from beacon.train.rft import RFTConfig, run_rft
 
     try:
-        summary = run_rft(load_config(RFTConfig, config, sets), resume=resume)
+        summary = run_rft(
+            load_config(RFTConfig, config, _overrides(sets, no_progress)), resume=resume
+        )
     except InfrastructureErrors as exc:  # teacher server down: rerun with --resume retries them
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None

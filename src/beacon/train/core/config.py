@@ -16,11 +16,22 @@ from pydantic import Field, model_validator
 from beacon.config import StrictModel
 
 OPERATIONAL_KEYS = frozenset(
-    {"train.keep_last", "train.log_every", "train.progress_bar", "train.tensorboard", "health"}
+    {
+        "train.keep_last",
+        "train.log_every",
+        "train.progress_bar",
+        "train.report_to",
+        "train.tensorboard",
+        "health",
+    }
 )
 """Keys that may differ between a run and its resume: they change how a run reports, not what
 it computes (the `health` thresholds only decide which alarms fire, and whether one stops the
-run). Every other key is part of the run's identity."""
+run). Every other key is part of the run's identity. `train.tensorboard` is the switch that
+`train.report_to` replaced: a run folder whose config.yaml still holds it resumes."""
+
+Tracker = Literal["tensorboard", "wandb", "mlflow"]
+"""An experiment tracker `train.report_to` can name (accelerate's tracker of that name)."""
 
 
 class LoraConfig(StrictModel):
@@ -96,8 +107,16 @@ class TrainConfig(StrictModel):
     )
     keep_last: int = Field(2, ge=1, description="Checkpoints kept; older ones are deleted.")
     log_every: int = Field(1, ge=1, description="Write metrics every this many steps.")
-    progress_bar: bool = Field(True, description="Show a tqdm bar on the main process.")
-    tensorboard: bool = Field(True, description="Also log to TensorBoard when it is installed.")
+    progress_bar: bool = Field(
+        True,
+        description="Show progress on the main process: a bar on a terminal, a log line every "
+        "few seconds otherwise.",
+    )
+    report_to: list[Tracker] = Field(
+        default_factory=list,
+        description="Experiment trackers that also get every metrics.jsonl line (through "
+        "accelerate): tensorboard (<output_dir>/tensorboard), wandb, mlflow.",
+    )
     ddp_find_unused_parameters: bool = Field(
         True,
         description="DDP only: allow parameters without gradient in a step (the vision tower on "

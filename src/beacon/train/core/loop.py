@@ -217,10 +217,9 @@ def run(
         sync()
     metrics_log = MetricsLogger(
         run_dir,
-        enabled=accelerator.is_main_process,
+        accelerator,
         total_steps=cfg.max_steps,
         start_step=state.step,
-        tensorboard=cfg.tensorboard,
         progress_bar=cfg.progress_bar,
     )
     monitor = _monitor(health or HealthConfig(), run_dir, state.step, accelerator)

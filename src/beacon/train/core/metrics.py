@@ -2,22 +2,21 @@
 
 `step_metrics` builds the dict every recipe logs; recipes add their own keys through `extra`
 (GRPO rewards, ReVuE weights) so no key is assembled anywhere else. `MetricsLogger` writes it
-to `metrics.jsonl` always and to TensorBoard when `tensorboard` is installed, and drives the
-progress bar (loss, tokens/s, ETA), on the main process only.
+to `metrics.jsonl` always and to the trackers of `train.report_to` (`trackers`), and drives the
+progress display (loss, tokens/s, ETA; `beacon.progress`), on the main process only.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from beacon.jsonl import JsonlWriter, read_jsonl, write_jsonl_atomic
+from beacon.progress import Progress
 from beacon.rollout.checks import CHECK_REASONS
-
-logger = logging.getLogger(__name__)
+from beacon.train.core.trackers import scalars
 
 METRICS_FILE = "metrics.jsonl"
 
@@ -69,56 +68,52 @@ def dropped_metrics(inconsistent: Mapping[str, int], episodes: int) -> dict[str,
 
 
 class MetricsLogger:
-    """JSONL (always), TensorBoard (when installed and enabled), tqdm bar; main process only."""
+    """JSONL (always), the accelerator's trackers, the progress display; main process only.
+
+    The trackers are `accelerator.trackers`, started by `setup.open_run` and finished by the
+    recipe's `accelerator.end_training()`.
+    """
 
     def __init__(
         self,
         run_dir: Path,
-        enabled: bool,
+        accelerator: Any,
         total_steps: int,
         start_step: int,
-        tensorboard: bool = True,
         progress_bar: bool = True,
     ) -> None:
-        self.enabled = enabled
+        self.accelerator = accelerator
+        self.enabled = accelerator.is_main_process
         self.path = run_dir / METRICS_FILE
-        self._bar = self._tb = None
-        if not enabled:
+        if not self.enabled:
             return
         truncate_after(self.path, start_step)
         self._lines = JsonlWriter(self.path)
-        if tensorboard:
-            self._tb = _tensorboard_writer(run_dir / "tensorboard")
-        if progress_bar:
-            from tqdm.auto import tqdm
-
-            self._bar = tqdm(total=total_steps, initial=start_step, desc="train", unit="step")
+        self._progress = Progress(
+            "train", total=total_steps, unit="step", initial=start_step, enabled=progress_bar
+        )
 
     def log(self, metrics: dict[str, Any]) -> None:
         if not self.enabled:
             return
         self._lines.write(metrics)
-        if self._tb is not None:
-            for key, value in metrics.items():
-                if isinstance(value, int | float) and key != "step":
-                    self._tb.add_scalar(f"train/{key}", value, metrics["step"])
+        if self.accelerator.trackers:
+            self.accelerator.log(scalars(metrics), step=metrics["step"])
 
     def advance(self, metrics: dict[str, Any]) -> None:
-        """Move the bar one step, showing loss and throughput."""
-        if self._bar is not None:
-            self._bar.set_postfix(
-                loss=f"{metrics['loss']:.4f}", tok_s=f"{metrics['tokens_per_s']:.0f}"
-            )
-            self._bar.update(1)
+        """Count one step, showing loss and throughput."""
+        if not self.enabled:
+            return
+        self._progress.set_postfix(
+            {"loss": f"{metrics['loss']:.4f}", "tok_s": f"{metrics['tokens_per_s']:.0f}"}
+        )
+        self._progress.update()
 
     def close(self) -> None:
         if not self.enabled:
             return
         self._lines.close()
-        if self._bar is not None:
-            self._bar.close()
-        if self._tb is not None:
-            self._tb.close()
+        self._progress.close()
 
 
 def truncate_after(path: Path, step: int) -> None:
@@ -130,12 +125,3 @@ def truncate_after(path: Path, step: int) -> None:
 def read_metrics(path: Path) -> list[dict[str, Any]]:
     """Every metrics line of a run, in order."""
     return list(read_jsonl(path))
-
-
-def _tensorboard_writer(folder: Path) -> Any:
-    try:
-        from torch.utils.tensorboard import SummaryWriter
-    except ImportError:
-        logger.info("tensorboard is not installed; metrics go to %s only", METRICS_FILE)
-        return None
-    return SummaryWriter(log_dir=str(folder))

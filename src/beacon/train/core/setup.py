@@ -1,7 +1,8 @@
 """Set-up every trainer shares: `open_run` (accelerator, run folder checked and claimed, RNGs
-seeded), `build_policy` (the checkpoint with LoRA / gradient checkpointing / frozen vision as
-set, AdamW with linear warm-up and cosine decay, prepared for the launch's processes) and
-`save_model`. A recipe calls them, adds its own parts and hands a step function to `loop.run`.
+seeded, the `train.report_to` trackers started), `build_policy` (the checkpoint with LoRA /
+gradient checkpointing / frozen vision as set, AdamW with linear warm-up and cosine decay,
+prepared for the launch's processes) and `save_model`. A recipe calls them, adds its own parts
+and hands a step function to `loop.run`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any, Protocol
 from beacon.runfolder import check_run_folder, write_run_config
 from beacon.train.core.config import OPERATIONAL_KEYS, LoraConfig, ModelConfig, TrainConfig
 from beacon.train.core.loop import LoopParts
+from beacon.train.core.trackers import check_trackers, start_trackers, tracker_dir
 
 _WEIGHT_FILES = (".safetensors", ".bin", ".pt", ".pth")
 _MODEL_CONFIG_FILES = ("config.json", "generation_config.json", "model.safetensors.index.json")
@@ -29,10 +31,12 @@ class RecipeConfig(Protocol):
 
 def make_accelerator(model: ModelConfig, train: TrainConfig) -> Any:
     """The run's `Accelerator`: bf16 on a GPU that supports it when `model.mixed_precision` is
-    auto, DDP told whether parameters may go without gradient in a step."""
+    auto, DDP told whether parameters may go without gradient in a step, the trackers of
+    `train.report_to` (`MissingTracker` when one's package is not installed)."""
+    check_trackers(train.report_to)
     import torch
     from accelerate import Accelerator
-    from accelerate.utils import DistributedDataParallelKwargs
+    from accelerate.utils import DistributedDataParallelKwargs, ProjectConfiguration
 
     precision = model.mixed_precision
     if precision == "auto":
@@ -42,7 +46,11 @@ def make_accelerator(model: ModelConfig, train: TrainConfig) -> Any:
     # cpu=True on a machine without CUDA: only then does accelerate join the processes of a
     # torchrun / `accelerate launch --multi_gpu` launch into one gloo group (MULTI_CPU)
     return Accelerator(
-        mixed_precision=precision, kwargs_handlers=[ddp], cpu=not torch.cuda.is_available()
+        mixed_precision=precision,
+        kwargs_handlers=[ddp],
+        cpu=not torch.cuda.is_available(),
+        log_with=list(train.report_to) or None,
+        project_config=ProjectConfiguration(logging_dir=str(tracker_dir(train.output_dir))),
     )
 
 
@@ -53,7 +61,7 @@ def open_run(
     per_process: Mapping[str, int] | None = None,
 ) -> tuple[Any, Path]:
     """The accelerator and the run folder, checked (`check_run_folder`) and holding `config.yaml`;
-    every RNG seeded from `train.seed`.
+    every RNG seeded from `train.seed`; the trackers of `train.report_to` started.
 
     `per_process` names the settings (key -> value) a step splits over the processes; one that
     the launch's process count does not divide is refused before anything is written.
@@ -75,6 +83,7 @@ def open_run(
     if accelerator.is_main_process:
         write_run_config(run_dir, cfg, operational)
     accelerator.wait_for_everyone()
+    start_trackers(accelerator, cfg, run_dir)
     set_seed(cfg.train.seed)
     return accelerator, run_dir
 
