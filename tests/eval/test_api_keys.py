@@ -158,3 +158,19 @@ def test_a_key_pasted_as_the_variable_name_is_refused_unrepeated(
     message = str(result.exception) + result.output
     assert "name of an environment variable" in message and POLICY_KEY not in message
     assert not (tmp_path / "run").exists()
+
+
+def test_beacon_run_takes_api_key_too(
+    servers: Servers, tmp_path: Path, keys_env: pytest.MonkeyPatch
+) -> None:
+    from PIL import Image
+
+    image = tmp_path / "img.png"
+    Image.new("RGB", (64, 48), "white").save(image)
+    args = ["run", "--image", str(image), "--question", "Code?", "--engine", "openai",
+            "--model", "policy", "--base-url", servers.policy]  # fmt: skip
+    result = runner.invoke(app, [*args, "--api-key", POLICY_KEY])
+    assert result.exit_code == 0, result.output
+    assert "zzz" in result.output and POLICY_KEY not in result.output
+    refused = runner.invoke(app, [*args, "--engine", "hf", "--model", "tiny", "--api-key", "k"])
+    assert refused.exit_code != 0 and "--api-key is for a server" in str(refused.exception)
