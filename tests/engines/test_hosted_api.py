@@ -139,3 +139,44 @@ def test_grpo_rollout_servers_refuse_a_server_without_token_ids(hosted, tiny_mod
     [result] = engine.generate([_continued_turn()])
     engine.close()
     assert result.finish_reason == "error" and "needs token ids" in result.error
+
+
+@pytest.mark.parametrize(("setting", "refused"), [("off", False), ("auto", False), ("on", True)])
+def test_the_opd_critic_takes_critic_vllm_extensions(
+    hosted, tiny_model_path: Path, setting: str, refused: bool
+) -> None:
+    """OPD's critic client is built with critic.vllm_extensions (off by default: the critic's
+    text is all that is read)."""
+    import asyncio
+    import contextlib
+
+    from beacon.revue.critic import CriticRequest
+    from beacon.train.opd.config import OPDConfig
+    from beacon.train.opd.recipe import make_critic
+
+    base_url, seen = hosted
+    cfg = OPDConfig.model_validate(
+        {
+            "model": {"path": str(tiny_model_path)},
+            "teacher": {"path": str(tiny_model_path)},
+            "train": {"output_dir": "unused"},
+            "critic": {"base_url": base_url, "vllm_extensions": setting},
+        }
+    )
+    assert OPDConfig.model_fields["critic"].default_factory().vllm_extensions == "off"
+    request = CriticRequest("group", [{"role": "user", "content": "q"}], frozenset(), ["r0"])
+    with contextlib.ExitStack() as stack:
+        critic = make_critic(cfg, [], stack)
+
+        async def ask() -> str:
+            try:
+                return await critic(request)
+            finally:
+                await critic.aclose()
+
+        if refused:
+            with pytest.raises(RuntimeError, match="needs token ids"):
+                asyncio.run(ask())
+        else:
+            assert asyncio.run(ask()) == "fine"
+    assert seen.statuses[0] == (400 if setting != "off" else 200)
