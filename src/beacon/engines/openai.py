@@ -226,10 +226,10 @@ class OpenAIEngine:
         )
 
     async def _post(self, client: HttpClient, body: dict[str, Any]) -> _Reply:
-        if not self.sends_extensions:  # built before the server refused them, or a retry
+        if self._extensions_refused:  # a body built before the server refused them, or a retry
             body = {key: value for key, value in body.items() if key not in VLLM_FIELDS}
         reply = await client.post(f"{self.base_url}/chat/completions", json.dumps(body).encode())
-        refused = _refused_fields(reply, body)
+        refused = _refused_fields(reply, body) if self.vllm_extensions != "off" else []
         if refused and self.vllm_extensions == "auto":
             self._refuse_extensions(refused, reply)
             return await self._post(client, body)
@@ -296,8 +296,8 @@ class OpenAIEngine:
 
 
 def _refused_fields(reply: HttpReply, body: dict[str, Any]) -> list[str]:
-    """The `VLLM_FIELDS` of `body` that a 400 reply names (OpenAI: "Unrecognized request
-    argument supplied: top_k"; others: "Extra inputs are not permitted", with the field)."""
+    """The `VLLM_FIELDS` of `body` that a 400 reply names (OpenAI's words: "Unrecognized
+    request argument supplied: top_k")."""
     if reply.status != 400:
         return []
     message = reply.error_message() + " " + reply.body[:2000].decode("utf-8", "replace")
