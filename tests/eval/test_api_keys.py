@@ -9,6 +9,7 @@ for the keys' bytes.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,8 +103,6 @@ def keys_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
 
 
 def _check_run(out: Path, servers: Servers) -> None:
-    import json
-
     records = [json.loads(line) for line in (out / "samples.jsonl").open()]
     assert len(records) == 1 and records[0]["tool_calls"] == 1, records
     assert records[0]["verdict_source"] == "judge" and records[0]["correct"], records[0]
