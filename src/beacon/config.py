@@ -256,6 +256,38 @@ def config_class_for(path: str | Path) -> type[BaseModel] | None:
     return cls
 
 
+# ----------------------------------------------------------------------------------- secrets
+
+_ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
+
+
+def env_var_name(value: str | None) -> str | None:
+    """Field validator of a setting that names the environment variable holding a secret
+    (``engine.api_key_env``): a key pasted in place of the name is refused, not written to the
+    run folder's config.yaml. The message does not repeat the value, which may be the key."""
+    if value is not None and not _ENV_NAME.fullmatch(value):
+        raise ValueError(
+            "expected the name of an environment variable (capitals, digits and _, e.g. "
+            "OPENAI_API_KEY), not the key itself; export the key in that variable and name it here"
+        )
+    return value
+
+
+def refuse_secret(data: Any, fix: str) -> Any:
+    """Body of a ``model_validator(mode="before")`` of a section that reaches a server: a key is
+    never a setting, because every setting is written to the run folder's config.yaml. ``fix``
+    says where the key goes instead. ``api_key: null`` (config files that predate the rule) is
+    dropped; the message does not repeat the value."""
+    if not isinstance(data, Mapping) or "api_key" not in data:
+        return data
+    if data["api_key"] is None:
+        return {key: value for key, value in data.items() if key != "api_key"}
+    raise ValueError(
+        f"api_key is not a setting: settings are written to the run folder's config.yaml, and a "
+        f"key must never be; {fix}"
+    )
+
+
 # ------------------------------------------------------------------------------ run identity
 
 

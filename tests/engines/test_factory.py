@@ -47,12 +47,20 @@ def test_vllm_token_prompt_collapses_each_image_run():
     assert vllm_token_prompt([1, 2], [], pad) == {"prompt_token_ids": [1, 2]}
 
 
-def test_openai_engine_config_takes_the_key_from_openai_api_key(monkeypatch):
-    """engine.api_key, else OPENAI_API_KEY (as its description says)."""
+def test_openai_engine_config_takes_the_key_from_the_variable_it_names(monkeypatch):
+    """engine.api_key_env names the variable (OPENAI_API_KEY by default); an --api-key argument
+    wins over it; an unset variable means no key."""
     from beacon.engines.config import EngineConfig
     from beacon.engines.registry import build_engine
 
     monkeypatch.setenv("OPENAI_API_KEY", "from-env")
+    monkeypatch.setenv("MY_SERVER_KEY", "from-named-env")
+    monkeypatch.delenv("UNSET_KEY", raising=False)
     settings = {"name": "openai", "model": "served", "base_url": "http://127.0.0.1:1/v1"}
     assert build_engine(EngineConfig(**settings)).api_key == "from-env"
-    assert build_engine(EngineConfig(**settings, api_key="given")).api_key == "given"
+    assert build_engine(EngineConfig(**settings, api_key_env="MY_SERVER_KEY")).api_key == (
+        "from-named-env"
+    )
+    assert build_engine(EngineConfig(**settings, api_key_env="UNSET_KEY")).api_key is None
+    assert build_engine(EngineConfig(**settings, api_key_env=None)).api_key is None
+    assert build_engine(EngineConfig(**settings), api_key="given").api_key == "given"

@@ -158,7 +158,7 @@ def test_request_body_uses_vllm_extensions(server):
 def test_hosted_mode_sends_only_openai_fields(server):
     base_url, script = server
     script.replies = ["ok"]
-    _engine(base_url, vllm_extensions=False).generate([_ask()])
+    _engine(base_url, vllm_extensions="off").generate([_ask()])
     assert "return_token_ids" not in script.bodies[0] and "top_k" not in script.bodies[0]
 
 

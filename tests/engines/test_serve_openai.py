@@ -81,7 +81,7 @@ def test_without_a_tokenizer_text_gets_the_stop_string_back(served, images):
     params = SamplingParams(temperature=0.0, max_new_tokens=40, stop=["</answer>"])
     request = GenerationRequest([user_turn("q", images[0])], params)
     [plain] = OpenAIEngine(served[2], "tiny").generate([request])
-    [no_ids] = OpenAIEngine(served[2], "tiny", vllm_extensions=False).generate([request])
+    [no_ids] = OpenAIEngine(served[2], "tiny", vllm_extensions="off").generate([request])
     assert plain.text == "I see it. <answer>7</answer>" and plain.token_ids
     assert no_ids.token_ids == [] and no_ids.text == "I see it. <answer>7</answer>"
 

@@ -72,3 +72,21 @@ def test_a_setting_added_later_at_its_default_resumes(tmp_path: Path) -> None:
     written_without_the_setting()
     with pytest.raises(RunFolderMismatch, match=r'agent\.max_images: "\(unset\)" -> 3'):
         check(tmp_path, cfg("agent.max_images=3"))
+
+
+def test_a_folder_whose_config_holds_an_api_key_resumes_and_loses_it(tmp_path: Path) -> None:
+    """`api_key` is no setting; a config.yaml that holds one (null, or a key) still resumes,
+    and the rewritten file holds no key. A config file with `api_key: null` still loads."""
+    import yaml
+
+    check(tmp_path, cfg())
+    path = tmp_path / "config.yaml"
+    stored = yaml.safe_load(path.read_text())
+    stored["engine"]["api_key"] = "sk-stored-0f3c"
+    stored["judge"]["api_key"] = None
+    path.write_text(yaml.safe_dump(stored))
+    check(tmp_path, cfg())
+    assert "api_key:" not in path.read_text().replace("api_key_env:", "")
+    stored["engine"]["api_key"] = None
+    path.write_text(yaml.safe_dump(stored))
+    assert load_config(EvalConfig, path=path) == cfg()

@@ -14,6 +14,11 @@ def run(
     model: str = typer.Option("tiny", help='Model path or hub name; "tiny" = built-in tiny model.'),
     engine: str = typer.Option("hf", help="Engine: hf, openai or vllm."),
     base_url: str = typer.Option("http://127.0.0.1:8000/v1", help="openai engine: server /v1."),
+    api_key: str = typer.Option(
+        None,
+        "--api-key",
+        help="openai engine: the server's API key (else $OPENAI_API_KEY); never written out.",
+    ),
     mode: str = typer.Option(
         "tool", help="tool (code runs in the sandbox), notool, or gated (p_tool picks one)."
     ),
@@ -69,7 +74,7 @@ def run(
         ) from None
     store = ImageStore(out / "images") if out else None
     sample = Sample(id=image.stem, images=[image], question=question, answer="")
-    eng = build_engine(engine_cfg)
+    eng = build_engine(engine_cfg, api_key)
     try:
         sandbox = None
         if mode != "notool":

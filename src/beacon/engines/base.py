@@ -35,6 +35,11 @@ Message = dict[str, Any]
 DEFAULT_CONCURRENCY = 16
 """openai engine: requests in flight where neither a setting nor the caller gives a number."""
 
+VllmExtensions = Literal["auto", "on", "off"]
+"""Whether the openai engine sends vLLM's extra request fields (token ids, top_k, continued
+turns): ``on`` always, ``off`` never (hosted APIs), ``auto`` until the server refuses one with a
+400 that names it, then never again for that engine (`beacon.engines.openai`)."""
+
 
 @dataclass
 class SamplingParams:

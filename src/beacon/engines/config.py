@@ -1,11 +1,17 @@
-"""Settings of the engine that generates (the `engine:` section of every job's config)."""
+"""Settings of the engine that generates (the `engine:` section of every job's config).
+
+No setting holds a key: a server's key comes from the environment variable `api_key_env` names,
+or from a command's `--api-key` flag, so no config.yaml Beacon writes can hold one.
+"""
 
 from __future__ import annotations
 
-from pydantic import Field, field_validator
+from typing import Any
 
-from beacon.config import StrictModel
-from beacon.engines.base import DEFAULT_CONCURRENCY
+from pydantic import Field, field_validator, model_validator
+
+from beacon.config import StrictModel, env_var_name, refuse_secret
+from beacon.engines.base import DEFAULT_CONCURRENCY, VllmExtensions
 from beacon.engines.registry import TINY_MODEL, engine_names
 
 
@@ -21,8 +27,15 @@ class EngineConfig(StrictModel):
     base_url: str = Field(
         "http://127.0.0.1:8000/v1", description="openai engine: the server's /v1 address"
     )
-    api_key: str | None = Field(
-        None, description="openai engine: bearer token (or set OPENAI_API_KEY)"
+    api_key_env: str | None = Field(
+        "OPENAI_API_KEY",
+        description="openai engine: environment variable holding the server's API key (sent "
+        "as a Bearer token; unset or null: no key); beacon eval/run --api-key wins over it",
+    )
+    vllm_extensions: VllmExtensions = Field(
+        "auto",
+        description="openai engine: send vLLM's extra fields (return_token_ids, top_k, "
+        "continue_final_message): on, off (hosted APIs), auto (until a 400 names one)",
     )
     tokenizer: str | None = Field(
         None, description="openai engine: local processor path for token ids"
@@ -37,6 +50,17 @@ class EngineConfig(StrictModel):
     )
     timeout_s: float = Field(300.0, description="openai: per-request timeout")
     max_retries: int = Field(4, description="openai: retries on 5xx, 429 and connection errors")
+
+    _env_name = field_validator("api_key_env")(env_var_name)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_key(cls, data: Any) -> Any:
+        return refuse_secret(
+            data,
+            "export it in the variable this section's api_key_env names (OPENAI_API_KEY by "
+            "default), or pass it to beacon eval / beacon run with --api-key",
+        )
 
     @field_validator("name")
     @classmethod

@@ -18,9 +18,13 @@ hosted APIs), many requests at once.
   raises.
 - `GenerationRequest.response_format` (OpenAI's structured output, e.g. the critic's strict
   json_schema) is sent as it is.
-- With `vllm_extensions=True` (default) the body asks for vLLM's `return_token_ids` and
-  log-probs, and continues a final message with `continue_final_message: true,
-  add_generation_prompt: false`. Set it False for hosted APIs that reject unknown fields.
+- vLLM's extra request fields (`VLLM_FIELDS`: `return_token_ids`, `top_k`, a final message
+  continued with `continue_final_message: true, add_generation_prompt: false`) are sent per
+  `vllm_extensions`: "on" always, "off" never (a hosted API that refuses unknown fields), and
+  "auto" (default) until the server answers 400 with a message that names one of them; then
+  the engine logs one warning, resends that request without them, and sends none for the rest
+  of its life. With "on", such a 400 is an error that says the server cannot give token ids
+  (training rollouts need them; they use "on").
 
 Text and ids: when the server returns token ids, `token_ids` are those ids (stop-string and
 end-of-sequence tokens included, as vLLM returns them) and, if a local `tokenizer` is given,
@@ -52,12 +56,30 @@ from beacon.engines.base import (
     GenerationResult,
     Message,
     TopLogprob,
+    VllmExtensions,
 )
-from beacon.engines.http import GaveUp, HttpClient, Retryable, RetryPolicy, with_retries
+from beacon.engines.http import (
+    Fatal,
+    GaveUp,
+    HttpClient,
+    HttpReply,
+    Retryable,
+    RetryPolicy,
+    with_retries,
+)
 from beacon.engines.tokenizer import is_image_part
 from beacon.images import PerImage, png_bytes
 
 logger = logging.getLogger(__name__)
+
+VLLM_FIELDS = (
+    "return_token_ids",
+    "return_tokens_as_token_ids",
+    "top_k",
+    "continue_final_message",
+    "add_generation_prompt",
+)
+"""Request fields of vLLM's that the public OpenAI API does not define (`vllm_extensions`)."""
 
 
 @dataclass
@@ -89,10 +111,12 @@ class OpenAIEngine:
         max_backoff_s: float = 30.0,
         tokenizer: ChatTokenizer | None = None,
         extra_body: dict[str, Any] | None = None,
-        vllm_extensions: bool = True,
+        vllm_extensions: VllmExtensions = "auto",
     ) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency={concurrency} must be at least 1")
+        if vllm_extensions not in ("auto", "on", "off"):
+            raise ValueError(f"vllm_extensions={vllm_extensions!r}: choose auto, on or off")
         if max_retries < 0:
             raise ValueError(f"max_retries={max_retries} must be >= 0 (0 means one attempt)")
         self.base_url = base_url.rstrip("/")
@@ -104,6 +128,7 @@ class OpenAIEngine:
         self.tokenizer = tokenizer
         self.extra_body = dict(extra_body or {})
         self.vllm_extensions = vllm_extensions
+        self._extensions_refused = False  # "auto" and the server refused one: none from now on
         self._urls: PerImage[str] = PerImage(_png_data_url)
         self._client: HttpClient | None = None
         self._client_lock = threading.Lock()
@@ -181,7 +206,7 @@ class OpenAIEngine:
             body["top_logprobs"] = s.top_logprobs
         if request.response_format is not None:
             body["response_format"] = request.response_format
-        if self.vllm_extensions:
+        if self.sends_extensions:
             body["return_token_ids"] = True
             if s.top_logprobs:  # alternatives as "token_id:<id>", so they map to ids exactly
                 body["return_tokens_as_token_ids"] = True
@@ -193,13 +218,48 @@ class OpenAIEngine:
         body.update(self.extra_body)
         return body
 
+    @property
+    def sends_extensions(self) -> bool:
+        """Whether a request built now carries `VLLM_FIELDS` (see `vllm_extensions`)."""
+        return self.vllm_extensions == "on" or (
+            self.vllm_extensions == "auto" and not self._extensions_refused
+        )
+
     async def _post(self, client: HttpClient, body: dict[str, Any]) -> _Reply:
+        if self._extensions_refused:  # a body built before the server refused them, or a retry
+            body = {key: value for key, value in body.items() if key not in VLLM_FIELDS}
         reply = await client.post(f"{self.base_url}/chat/completions", json.dumps(body).encode())
+        refused = _refused_fields(reply, body) if self.vllm_extensions != "off" else []
+        if refused and self.vllm_extensions == "auto":
+            self._refuse_extensions(refused, reply)
+            return await self._post(client, body)
+        if refused:
+            raise Fatal(
+                f"HTTP 400: {reply.error_message()} (the server does not take vLLM's request "
+                f"field {refused[0]!r}, and this engine sends them because it needs token ids "
+                "(vllm_extensions=on); serve the model with vLLM or beacon serve, or use "
+                "vllm_extensions=auto/off where text-only replies will do)"
+            )
         reply.raise_for_status()
         try:
             return parse_reply(reply.json())
         except (ValueError, KeyError, IndexError, TypeError) as exc:
             raise Retryable(f"malformed reply: {type(exc).__name__}: {exc}") from exc
+
+    def _refuse_extensions(self, refused: list[str], reply: HttpReply) -> None:
+        """Send no `VLLM_FIELDS` from now on; say so once (runs on the client's one loop)."""
+        if self._extensions_refused:
+            return
+        self._extensions_refused = True
+        logger.warning(
+            "%s refused vLLM's request field %s (HTTP 400: %s); sending none of %s for the rest "
+            "of this run: replies are text only (no token ids), top_k is not applied, and a "
+            "continued turn starts a new message. Set vllm_extensions=off to skip the first try.",
+            self.base_url,
+            ", ".join(refused),
+            reply.error_message()[:200],
+            ", ".join(VLLM_FIELDS),
+        )
 
     def _result(self, reply: _Reply) -> GenerationResult:
         token_ids = reply.token_ids or []
@@ -233,6 +293,15 @@ class OpenAIEngine:
         if isinstance(source, Image.Image):
             return self._urls(source)
         return image_data_url(source)
+
+
+def _refused_fields(reply: HttpReply, body: dict[str, Any]) -> list[str]:
+    """The `VLLM_FIELDS` of `body` that a 400 reply names (OpenAI's words: "Unrecognized
+    request argument supplied: top_k")."""
+    if reply.status != 400:
+        return []
+    message = reply.error_message() + " " + reply.body[:2000].decode("utf-8", "replace")
+    return [name for name in VLLM_FIELDS if name in body and name in message]
 
 
 def parse_reply(body: Any) -> _Reply:

@@ -64,15 +64,39 @@ def load_engine(name: str, model: str, **kwargs: Any) -> Engine:
     return entry.construct(model, **kwargs)
 
 
-def build_engine(cfg: EngineConfig) -> Engine:
-    """The configured engine; model "tiny" is the built-in tiny Qwen2-VL (built on first use)."""
+def build_engine(cfg: EngineConfig, api_key: str | None = None) -> Engine:
+    """The configured engine; model "tiny" is the built-in tiny Qwen2-VL (built on first use).
+
+    `api_key` is a server's key given on the command line (`--api-key`); it wins over the
+    variable `engine.api_key_env` names. Keys are arguments, never settings, so that no
+    config.yaml holds one.
+    """
     model = cfg.model
     check_model(cfg)
+    check_api_key(cfg, api_key)
     if model == TINY_MODEL:
         from beacon.engines.tiny import cached_tiny_model
 
         model = str(cached_tiny_model("qwen2_vl"))
-    return load_engine(cfg.name, model, **_REGISTRY[cfg.name].options(cfg))
+    options = _REGISTRY[cfg.name].options(cfg)
+    if api_key is not None:
+        options["api_key"] = api_key
+    return load_engine(cfg.name, model, **options)
+
+
+def key_from_env(env: str | None) -> str | None:
+    """The API key in environment variable `env` (`engine.api_key_env`, `judge.api_key_env`);
+    None when `env` is None or the variable is unset or empty (the server then gets no key)."""
+    return (os.environ.get(env) or None) if env else None
+
+
+def check_api_key(cfg: EngineConfig, api_key: str | None) -> None:
+    """Refuse a key for an engine that reaches no server (it would be dropped unseen)."""
+    if api_key is not None and cfg.name != "openai":
+        raise UserError(
+            f"--api-key is for a server (engine.name=openai), but engine.name={cfg.name} runs "
+            "the model in this process; drop --api-key, or set --engine openai with --base-url"
+        )
 
 
 def check_model(cfg: EngineConfig) -> None:
@@ -177,7 +201,8 @@ def _openai_options(cfg: EngineConfig) -> dict[str, Any]:
         tokenizer = HFTokenizer.from_pretrained(source)
     return {
         "base_url": cfg.base_url,
-        "api_key": cfg.api_key or os.environ.get("OPENAI_API_KEY"),
+        "api_key": key_from_env(cfg.api_key_env),
+        "vllm_extensions": cfg.vllm_extensions,
         "tokenizer": tokenizer,
         "concurrency": cfg.concurrency or DEFAULT_CONCURRENCY,
         "timeout_s": cfg.timeout_s,

@@ -12,10 +12,16 @@ model_name)` serves its routes once, so each of them writes only its answer:
   function (to sleep, for timeout tests). A `KeyError`, `TypeError` or `ValueError` it raises,
   or a body that is not a JSON object, is an OpenAI-shaped 400 naming the problem.
 
+Two options make one play a hosted API: `api_key` (every route but `/health` needs it as a
+Bearer token, `beacon.engines.serve_guard.BearerAuth`) and `openai_fields_only` (a request field
+outside `OPENAI_CHAT_FIELDS`, the public API's, is a 400 in OpenAI's words, "Unrecognized request
+argument supplied: top_k").
+
 `image_urls` and `decode_data_url` read the images a client sent in a request's messages.
 
 Not `beacon serve`: that one serves a real engine behind vLLM's checks (API key, body and pixel
-caps, weight pushes). These servers read no files and hold no secrets; run them with
+caps, weight pushes). These servers read no files and hold no secrets but a test's key; run them
+with
 `beacon.engines.serve.run_app_in_thread`, which binds to 127.0.0.1.
 """
 
@@ -33,7 +39,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from PIL import Image
 
-from beacon.engines.serve_guard import error_response
+from beacon.engines.serve_guard import BearerAuth, error_response
 from beacon.engines.serve_protocol import add_info_routes
 from beacon.images import load_image
 
@@ -49,15 +55,36 @@ class ChatReply:
     stop_reason: str | None = None
 
 
+OPENAI_CHAT_FIELDS = frozenset(
+    {
+        "model", "messages", "temperature", "top_p", "n", "stop", "max_tokens",
+        "max_completion_tokens", "seed", "logprobs", "top_logprobs", "response_format", "stream",
+        "stream_options", "presence_penalty", "frequency_penalty", "logit_bias", "user", "tools",
+        "tool_choice", "parallel_tool_calls", "metadata", "store", "service_tier", "modalities",
+        "audio", "prediction", "reasoning_effort", "web_search_options", "functions",
+        "function_call",
+    }
+)  # fmt: skip
+"""The request fields of the public OpenAI chat-completions API."""
+
 Answer = str | ChatReply | Response
 ReplyFn = Callable[[dict[str, Any]], Answer | Awaitable[Answer]]
 
 
-def chat_app(reply: ReplyFn, model_name: str, title: str | None = None) -> FastAPI:
+def chat_app(
+    reply: ReplyFn,
+    model_name: str,
+    title: str | None = None,
+    *,
+    api_key: str | None = None,
+    openai_fields_only: bool = False,
+) -> FastAPI:
     """A FastAPI app serving `reply` as the OpenAI chat-completions protocol (module docstring)."""
     app = FastAPI(
         title=title or f"beacon {model_name}", docs_url=None, redoc_url=None, openapi_url=None
     )
+    if api_key is not None:
+        app.add_middleware(BearerAuth, api_key=api_key)
 
     add_info_routes(app, model_name)
 
@@ -67,6 +94,9 @@ def chat_app(reply: ReplyFn, model_name: str, title: str | None = None) -> FastA
             body = await raw.json()
             if not isinstance(body, dict):
                 raise TypeError(f"the body is a JSON {type(body).__name__}, not an object")
+            unknown = sorted(set(body) - OPENAI_CHAT_FIELDS) if openai_fields_only else []
+            if unknown:
+                return error_response(f"Unrecognized request argument supplied: {unknown[0]}", 400)
             answer = reply(body)
             if inspect.isawaitable(answer):
                 answer = await answer

@@ -66,6 +66,12 @@ def eval_command(
     model: str = typer.Option(None, help='Model path or hub name; "tiny" = built-in tiny model.'),
     engine: str = typer.Option(None, help="Engine: hf, openai or vllm."),
     base_url: str = typer.Option(None, help="openai engine: server address, e.g. .../v1."),
+    api_key: str = typer.Option(
+        None,
+        "--api-key",
+        help="openai engine: the server's API key, used and never written to the run folder; "
+        "the variable engine.api_key_env names (OPENAI_API_KEY) keeps it out of `ps` too.",
+    ),
     bench: str = typer.Option(None, help="Comma-separated benchmarks (see `beacon bench list`)."),
     modes: str = typer.Option(
         None, help="Comma-separated modes: tool,notool,gated (gated: p_tool picks one)."
@@ -103,7 +109,7 @@ def eval_command(
 
     created = _first_missing(Path(cfg.out))
     try:
-        summary = run_eval(cfg, progress=not no_progress)
+        summary = run_eval(cfg, progress=not no_progress, api_key=api_key)
     except UserError:
         _remove_if_untouched(Path(cfg.out), created)
         raise

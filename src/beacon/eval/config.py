@@ -7,12 +7,13 @@ whole config is validated at once before any model loads.
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal, get_args
+from typing import Any, ClassVar, Literal, get_args
 
 from pydantic import Field, field_validator, model_validator
 
 from beacon.agent.config import AgentConfig
-from beacon.config import StrictModel
+from beacon.config import StrictModel, env_var_name, refuse_secret
+from beacon.engines.base import VllmExtensions
 from beacon.engines.config import TINY_MODEL, EngineConfig
 from beacon.sandbox import SandboxConfig
 
@@ -29,13 +30,32 @@ class JudgeConfig(StrictModel):
         None, description="judge model name on the server; null disables the judge"
     )
     base_url: str = Field("http://127.0.0.1:8000/v1", description="the judge server's /v1 address")
-    api_key: str | None = Field(None, description="bearer token for the judge server")
+    api_key_env: str | None = Field(
+        "OPENAI_API_KEY",
+        description="environment variable holding the judge server's API key (unset or null: "
+        "no key)",
+    )
+    vllm_extensions: VllmExtensions = Field(
+        "auto",
+        description="send vLLM's extra request fields: on, off (hosted APIs), auto (until a "
+        "400 names one)",
+    )
     prompt_version: str = Field(
         "v1", description="cache key part: change it when the judge prompt changes"
     )
     concurrency: int = Field(
         8, ge=1, description="episodes scored at once (judge calls overlap generation)"
     )
+
+    _env_name = field_validator("api_key_env")(env_var_name)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_key(cls, data: Any) -> Any:
+        return refuse_secret(
+            data,
+            "export it in the variable judge.api_key_env names (OPENAI_API_KEY by default)",
+        )
 
 
 class EvalConfig(StrictModel):
@@ -50,19 +70,19 @@ class EvalConfig(StrictModel):
         "report",
         "bootstrap",
         "engine.base_url",
-        "engine.api_key",
+        "engine.api_key_env",
         "engine.concurrency",
         "engine.batch_size",
         "engine.timeout_s",
         "engine.max_retries",
         "agent.gate.engine.base_url",
-        "agent.gate.engine.api_key",
+        "agent.gate.engine.api_key_env",
         "agent.gate.engine.concurrency",
         "agent.gate.engine.batch_size",
         "agent.gate.engine.timeout_s",
         "agent.gate.engine.max_retries",
         "judge.base_url",
-        "judge.api_key",
+        "judge.api_key_env",
         "judge.concurrency",
         "sandbox.num_workers",
         "sandbox.root_dir",
@@ -70,6 +90,11 @@ class EvalConfig(StrictModel):
         "sandbox.worker_max_rss_mb",
         "sandbox.startup_timeout_s",
         "sandbox.worker_grace_s",
+        # keys that once were settings: a folder's config.yaml may hold them (as null), and
+        # resuming it rewrites that file without them
+        "engine.api_key",
+        "agent.gate.engine.api_key",
+        "judge.api_key",
     )
 
     engine: EngineConfig = Field(default_factory=EngineConfig, description="the engine")

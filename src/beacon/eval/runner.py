@@ -23,7 +23,7 @@ from beacon.agent.gate import ToolGate
 from beacon.agent.loop import AgentLoop
 from beacon.benchmarks import Benchmark, get_benchmark
 from beacon.engines import Engine, build_engine, load_engine
-from beacon.engines.registry import check_model
+from beacon.engines.registry import check_api_key, check_model, key_from_env
 from beacon.errors import UserError
 from beacon.eval.config import EvalConfig, JudgeConfig
 from beacon.eval.records import (
@@ -153,10 +153,11 @@ def make_record(item: WorkItem, trajectory: Trajectory, verdict: Verdict) -> Sam
     }
 
 
-def preflight(cfg: EvalConfig) -> None:
+def preflight(cfg: EvalConfig, api_key: str | None = None) -> None:
     """The checks that need no model: benchmark names and local data paths, before any folder
     is made, so a refused command leaves nothing behind."""
     check_model(cfg.engine)
+    check_api_key(cfg.engine, api_key)
     if "gated" in cfg.modes and cfg.agent.gate.engine is not None:
         check_model(cfg.agent.gate.engine)
     for name in cfg.benchmarks:
@@ -177,10 +178,14 @@ def preflight(cfg: EvalConfig) -> None:
             )
 
 
-def run_eval(cfg: EvalConfig, progress: bool = True) -> Summary:
-    """Run (or resume) an evaluation; return the summary that is also in summary.json."""
+def run_eval(cfg: EvalConfig, progress: bool = True, api_key: str | None = None) -> Summary:
+    """Run (or resume) an evaluation; return the summary that is also in summary.json.
+
+    `api_key` is the engine server's key from `--api-key` (else the variable
+    `engine.api_key_env` names); it is used, never stored.
+    """
     out = Path(cfg.out)
-    preflight(cfg)
+    preflight(cfg, api_key)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -196,7 +201,7 @@ def run_eval(cfg: EvalConfig, progress: bool = True) -> Summary:
     first = next(items, None)
     failures = InfraCount()
     if first is not None:
-        failures = _run_items(cfg, out, _chain(first, items), len(done), progress)
+        failures = _run_items(cfg, out, _chain(first, items), len(done), progress, api_key)
     summary = finish_run(cfg, out)
     if failures.count:
         raise InfrastructureErrors(failures.count, failures.first, out)
@@ -209,7 +214,12 @@ def _chain(first: WorkItem, rest: Iterator[WorkItem]) -> Iterator[WorkItem]:
 
 
 def _run_items(
-    cfg: EvalConfig, out: Path, items: Iterator[WorkItem], already: int, progress: bool
+    cfg: EvalConfig,
+    out: Path,
+    items: Iterator[WorkItem],
+    already: int,
+    progress: bool,
+    api_key: str | None,
 ) -> InfraCount:
     by_spec: dict[int, WorkItem] = {}
 
@@ -219,7 +229,7 @@ def _run_items(
             yield item.spec
 
     with ExitStack() as stack:
-        engine = build_engine(cfg.engine)
+        engine = build_engine(cfg.engine, api_key)
         stack.callback(engine.close)
         gate = _build_gate(cfg, engine, stack) if "gated" in cfg.modes else None
         sandbox = None
@@ -345,7 +355,11 @@ def _build_judge(cfg: EvalConfig, out: Path) -> Judge | None:
     if cfg.judge.model is None:
         return None
     engine = load_engine(
-        "openai", cfg.judge.model, base_url=cfg.judge.base_url, api_key=cfg.judge.api_key
+        "openai",
+        cfg.judge.model,
+        base_url=cfg.judge.base_url,
+        api_key=key_from_env(cfg.judge.api_key_env),
+        vllm_extensions=cfg.judge.vllm_extensions,
     )
     return Judge(
         engine,

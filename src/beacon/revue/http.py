@@ -20,7 +20,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from beacon.engines.base import GenerationRequest, SamplingParams
+from beacon.engines.base import GenerationRequest, SamplingParams, VllmExtensions
 from beacon.engines.openai import OpenAIEngine
 from beacon.jsonl import JsonlWriter, repair_jsonl
 from beacon.revue.critic import CriticRequest
@@ -43,9 +43,20 @@ def critic_generation_request(request: CriticRequest) -> GenerationRequest:
 class HttpCritic:
     """`send` for `ask_critic`: posts to an OpenAI-compatible endpoint (critic.base_url)."""
 
-    def __init__(self, base_url: str, model: str, api_key: str | None = None) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        vllm_extensions: VllmExtensions = "off",
+    ) -> None:
         self.engine = OpenAIEngine(
-            base_url, model, api_key, timeout_s=None, max_retries=0, vllm_extensions=False
+            base_url,
+            model,
+            api_key,
+            timeout_s=None,
+            max_retries=0,
+            vllm_extensions=vllm_extensions,
         )
 
     def request_body(self, request: CriticRequest) -> dict[str, Any]:

@@ -7,10 +7,10 @@ turns a typo into an error naming the key.
 
 from __future__ import annotations
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from beacon.agent.config import AgentConfig
-from beacon.config import StrictModel
+from beacon.config import StrictModel, env_var_name
 from beacon.rl.config import RLConfig
 from beacon.sandbox.config import SandboxConfig
 from beacon.train.core.config import HealthConfig, ModelConfig, TrainConfig
@@ -42,6 +42,7 @@ class RolloutConfig(StrictModel):
         description="Environment variable holding the servers' API key (`beacon serve "
         "--api-key`), sent with every request and weight push; None: no key.",
     )
+    _env_name = field_validator("server_api_key_env")(env_var_name)
     hints: str | None = Field(
         None,
         description="HGCE hint cache: JSONL of {benchmark, sample_id, hint} rows (`beacon "

@@ -41,6 +41,7 @@ def rollout_engine(cfg: GRPOConfig, device: str) -> tuple[Any, Callable[[dict[st
             tokenizer=tokenizer,
             concurrency=cfg.rollout.concurrency,
             timeout_s=cfg.rollout.server_timeout_s,
+            vllm_extensions="on",  # training needs token ids: a server refusing them is an error
         )
         for url in cfg.rollout.servers
     ]

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from beacon.agent.config import AgentConfig
-from beacon.config import StrictModel
+from beacon.config import StrictModel, env_var_name
+from beacon.engines.base import VllmExtensions
 from beacon.revue.config import RevueConfig
 from beacon.sandbox.config import SandboxConfig
 from beacon.train.core.config import OPERATIONAL_KEYS, HealthConfig, ModelConfig, TrainConfig
@@ -41,6 +42,7 @@ class TeacherConfig(StrictModel):
     api_key_env: str | None = Field(
         None, description="Environment variable holding the teacher server's API key."
     )
+    _env_name = field_validator("api_key_env")(env_var_name)
     reencode_check: bool = Field(
         True,
         description="Re-encode the completion text with the teacher tokenizer and require the "
@@ -112,6 +114,13 @@ class CriticConfig(StrictModel):
     )
     model: str = Field("critic", description="Model name sent in the request.")
     api_key_env: str | None = Field(None, description="Environment variable holding the API key.")
+    vllm_extensions: VllmExtensions = Field(
+        "off",
+        description="Send vLLM's extra request fields (on, off, auto: until a 400 names one); "
+        "the critic's text is all that is read, so off suits every server.",
+    )
+
+    _env_name = field_validator("api_key_env")(env_var_name)
 
 
 class OPDConfig(StrictModel):

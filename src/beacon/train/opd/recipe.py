@@ -63,7 +63,7 @@ def make_critic(cfg: OPDConfig, samples: list, stack: contextlib.ExitStack) -> A
 
     if cfg.critic.base_url is not None:
         key = os.environ.get(cfg.critic.api_key_env) if cfg.critic.api_key_env else None
-        return HttpCritic(cfg.critic.base_url, cfg.critic.model, key)
+        return HttpCritic(cfg.critic.base_url, cfg.critic.model, key, cfg.critic.vllm_extensions)
     from beacon.engines.serve import run_app_in_thread
     from beacon.revue.scripted import ScriptedCritic, create_app
 
