@@ -45,7 +45,7 @@ class Attack:
     error_has: str = ""  # text the error must contain (unless the call timed out first)
     note_has: str = ""  # text one of the notes must contain
     needs_quota: bool = False  # only where the sandbox runs as root (tmpfs quotas)
-    followup: str | None = None  # for carried-state attacks: the call that loads the poison
+    followup: str | None = None  # the next call, checked instead: it loads what was carried
     images: int | None = None  # exact number of returned images, where it matters
     stdout: str | None = None  # exact output, where the attack must change nothing visible
     notes: tuple[str, ...] | None = None  # exact notes, where a false one is the attack's harm

@@ -16,9 +16,10 @@ pidfd to the worker with SCM_RIGHTS, and reports how each child ended on a pipe.
 
 For each "run" request the worker:
 
-1. hands the request to a *spare* child forked ahead of time, which closes its inherited
-   descriptors and waits, then applies rlimits, drops to the session's uid, loads the seccomp
-   deny-list, and runs `episode` (carried variables, the code, images);
+1. hands the request, once the session's previous call has saved its variables, to a *spare*
+   child forked ahead of time, which closed its inherited descriptors and waited, and which
+   then applies rlimits, drops to the session's uid, loads the seccomp deny-list, and runs
+   `episode` (carried variables, the code, images);
 2. asks for the next spare while the code runs, reads the child's result from a pipe until it
    is complete, the child dies, or the wall-clock deadline passes (then SIGKILL), and relays
    the bytes, capped in size and never parsed here, to the trusted side. The answered child
@@ -308,11 +309,11 @@ class _Savers:
             if saver.pidfd in ended or _readable(saver.pidfd) or now >= saver.deadline:
                 saver.dismiss()  # killed first where it still runs
                 self.running.remove(saver)
-                self.ended(saver.session, saved=saver.exit_code == 0)
+                self.record(saver.session, saved=saver.exit_code == 0)
                 settled = True
         return settled
 
-    def ended(self, session: str, saved: bool) -> None:
+    def record(self, session: str, saved: bool) -> None:
         """The outcome of the session's latest call that loaded its variables."""
         if saved:
             self.lost.discard(session)
@@ -444,7 +445,7 @@ def _supervise(
         del data[-len(DONE) :]
     loaded = data[:1] == STATE_LOADED
     if loaded and request.carry and spare.reaped:
-        savers.ended(request.session, saved=spare.exit_code == 0)
+        savers.record(request.session, saved=spare.exit_code == 0)
     state_dropped = False
     if not loaded and (timed_out or code != 0):
         state_dropped = _drop_state(request.state_path)
