@@ -64,7 +64,7 @@ def decode_result(frame: wire.Frame, cfg: SandboxConfig, folder: str, call: int)
 def _decode(frame: wire.Frame, cfg: SandboxConfig, folder: str, call: int) -> ExecResult:
     head = frame.header
     stopped = _stop_reason(head, cfg)
-    notes = []
+    notes: list[str] = []
     if head.get("carried_lost") is True:  # the worker saw the session's last save fail
         notes.append("variables from the previous call were not carried over")
     if head.get("state_dropped") is True:
