@@ -45,8 +45,10 @@ class Attack:
     error_has: str = ""  # text the error must contain (unless the call timed out first)
     note_has: str = ""  # text one of the notes must contain
     needs_quota: bool = False  # only where the sandbox runs as root (tmpfs quotas)
-    followup: str | None = None  # for carried-state attacks: the call that loads the poison
+    followup: str | None = None  # the next call, checked instead: it loads what was carried
     images: int | None = None  # exact number of returned images, where it matters
+    stdout: str | None = None  # exact output, where the attack must change nothing visible
+    notes: tuple[str, ...] | None = None  # exact notes, where a false one is the attack's harm
 
     @property
     def id(self) -> str:
@@ -64,6 +66,37 @@ open('bomb.png', 'wb').write(png)
 """
 
 STATE_FILE = "state = os.path.join(os.path.dirname(output_dir), 'state', 'vars.pkl')\n"
+
+
+SLOW_SAVE = (
+    "import time\nclass Slow:\n    def __reduce__(self):\n        time.sleep(0.4)\n"
+    "        return (int, (7,))\n"
+)
+"""A carried value whose save takes 0.4 s: the next call comes while it is still saved."""
+
+LOCK_FDS = (
+    "def lock_fds():\n    found = []\n    for name in os.listdir('/proc/self/fd'):\n"
+    "        try:\n            target = os.readlink(f'/proc/self/fd/{name}')\n"
+    "        except OSError:\n            continue\n"
+    "        if target.endswith('vars.pkl.lock'):\n            found.append(int(name))\n"
+    "    return found\n"
+)
+
+INHERITED = """
+import fcntl
+writable = []
+for name in os.listdir('/proc/self/fd'):
+    fd = int(name)
+    try:
+        target, mode = os.readlink(f'/proc/self/fd/{fd}'), fcntl.fcntl(fd, fcntl.F_GETFL) & 3
+    except OSError:
+        continue  # the listing's own descriptor, closed by now
+    if fd > 2 and mode != os.O_RDONLY:
+        writable.append('pipe' if target.startswith('pipe:') else target)
+print(sorted(writable))
+"""
+"""Every descriptor the code holds beyond 0-2 that it could write through: only its result
+pipe (read-only maps of its own inputs and carried variables are allowed)."""
 
 
 def _reduce_to(call: str) -> str:
@@ -213,6 +246,15 @@ ATTACKS = [
         "raw-fd-writes",
         "for _ in range(200):\n    os.write(1, b'z' * 100000)\nprint('done')",
         outcome="ok",
+    ),
+    # --- leaving the session's process group or session: the cleanup must still find it
+    Attack("detach", "setsid", "os.setsid()\nprint('PWNED')", error_has="PermissionError"),
+    Attack("detach", "setpgid", "os.setpgid(0, 0)\nprint('PWNED')", error_has="PermissionError"),
+    Attack("detach", "setpgrp", "os.setpgrp()\nprint('PWNED')", error_has="PermissionError"),
+    Attack(
+        "detach",
+        "libc-setsid",
+        "import ctypes\nassert ctypes.CDLL(None).setsid() >= 0, 'setsid refused'\nprint('PWNED')",
     ),
     # --- signals to the parent
     Attack("signals", "kill-parent", "os.kill(os.getppid(), 9)"),
@@ -442,11 +484,65 @@ ATTACKS = [
     ),
     Attack(
         "carried-state",
-        "lock-made-a-folder",
-        "x = 1\n" + STATE_FILE + "os.unlink(state + '.lock')\nos.mkdir(state + '.lock')",
+        "save-made-impossible",
+        "x = 1\n" + STATE_FILE + "os.mkdir(state + '.tmp')",
         followup="print(x)",
         error_has="NameError",
-        note_has="carried variables cannot be kept",
+        note_has="variables from the previous call were not carried over",
+    ),
+    # --- the session's turns at its state: the code must not see, hold, release or forge them
+    Attack(
+        "state-lock",
+        "inherited-descriptors",
+        INHERITED,
+        outcome="ok",
+        stdout="['pipe']\n",
+    ),
+    Attack(
+        "state-lock",
+        "release-held-lock",
+        SLOW_SAVE
+        + LOCK_FDS
+        + "import fcntl\nfor fd in lock_fds():\n    fcntl.flock(fd, fcntl.LOCK_UN)\nx = Slow()",
+        followup="print(x)",
+        outcome="ok",
+        stdout="7\n",
+    ),
+    Attack(
+        "state-lock",
+        "close-held-lock",
+        SLOW_SAVE + LOCK_FDS + "for fd in lock_fds():\n    os.close(fd)\nx = Slow()",
+        followup="print(x)",
+        outcome="ok",
+        stdout="7\n",
+    ),
+    Attack(
+        "state-lock",
+        "hold-lock-path",
+        "import fcntl\n" + STATE_FILE + "held = os.open(state + '.lock', os.O_RDWR | os.O_CREAT)\n"
+        "fcntl.flock(held, fcntl.LOCK_EX)\nx = 7",
+        followup="print(x)",
+        outcome="ok",
+        stdout="7\n",
+    ),
+    Attack(
+        "state-lock",
+        "write-lock-path",
+        STATE_FILE + "with open(state + '.lock', 'wb') as f:\n    f.write(b'\\xff' * 8)\nx = 7",
+        followup="print(x)",
+        outcome="ok",
+        stdout="7\n",
+        notes=(),
+    ),
+    Attack(
+        "state-lock",
+        "lock-path-made-a-folder",
+        "x = 1\n" + STATE_FILE + "if os.path.lexists(state + '.lock'):\n"
+        "    os.unlink(state + '.lock')\nos.mkdir(state + '.lock')",
+        followup="print(x)",
+        outcome="ok",
+        stdout="1\n",
+        notes=(),
     ),
     # --- System V IPC and POSIX message queues: shared by all sessions of a worker
     Attack(
@@ -673,6 +769,10 @@ def _check_outcome(result: ExecResult, attack: Attack) -> None:
     assert any(attack.note_has in note for note in result.notes or [""])
     if attack.images is not None:
         assert len(result.images) == attack.images
+    if attack.stdout is not None:
+        assert result.stdout == attack.stdout
+    if attack.notes is not None:
+        assert result.notes == list(attack.notes)
     texts = [result.stdout, result.error, result.notes, result.repairs, result.code]
     json.dumps(texts, ensure_ascii=False).encode("utf-8")  # a JSONL writer can write it
 

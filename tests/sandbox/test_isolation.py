@@ -218,6 +218,34 @@ def _dies(uid: int) -> bool:
     return False
 
 
+DETACH_AND_FORK = """
+for detach in (os.setsid, os.setpgrp, lambda: os.setpgid(0, 0)):
+    try:
+        detach()
+    except OSError:
+        pass
+try:
+    if os.fork() == 0:
+        time.sleep(60)
+        os._exit(0)
+except OSError:
+    pass
+"""
+
+
+@needs_root
+def test_code_that_tries_to_detach_and_fork_leaves_no_process_behind_its_session(
+    one_worker: Sandbox,
+) -> None:
+    """Closing kills what its worker knows of (the session's savers), without scanning /proc:
+    a child that could leave its process group and fork a grandchild would escape that."""
+    a = one_worker.session(images=[make_image()])
+    assert a.run(DETACH_AND_FORK + SLOW_SAVE + "x = Slow()").ok  # its save sleeps too
+    assert _live_pids(a.uid)
+    a.close()
+    assert _dies(a.uid)
+
+
 def test_closing_does_not_wait_for_another_sessions_call(one_worker: Sandbox) -> None:
     """The worker ends a closed session's savers between, and during, other sessions' calls."""
     a = one_worker.session(images=[make_image()])

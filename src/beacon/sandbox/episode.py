@@ -17,11 +17,12 @@ unpickled by the next child, lazily: a call loads only the variables its code ma
 touches these bytes.
 
 The state file is saved after the result is out, while the caller reads it. The children of a
-session take turns through an flock on `<state>.lock`, which a child takes before it reads the
-state and keeps until it has saved its own: the next call waits there for that save before
-its code runs (in an agent loop the save has long ended by then). The holder writes its call
-number into the lock file, so a save that never finished (the child was killed) is noticed,
-and the next call is told that those variables were not carried over.
+session take turns through their worker, which hands a call its request only once the
+previous call's save has ended (in an agent loop it has long ended by then) and tells the next
+call when a save never finished (`worker._Savers`). Nothing here orders them: the code runs in
+this process and owns the session's folder, so a lock or marker it can reach, it can hold,
+release or rewrite. The code starts with no descriptor but 0-2 (`/dev/null`), its result pipe
+and read-only maps of its inputs and carried variables.
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ import ast
 import builtins
 import contextlib
 import errno
-import fcntl
 import io
 import json
 import math
@@ -84,7 +84,6 @@ class CallContext:
     carried: dict[str, memoryview] | None = None  # the pickles, mapped when first needed
     loaded: set[str] = field(default_factory=set)  # names unpickled into ns
     notes: list[str] = field(default_factory=list)
-    lock_fd: int = -1  # the session's state lock, held from claim_state until exit
 
 
 def prepare(request: wire.RunRequest) -> CallContext:
@@ -115,10 +114,7 @@ def prepare(request: wire.RunRequest) -> CallContext:
     }  # fmt: skip
     ep.presets = {name: ep.ns[name] for name in _PRESET_NAMES}
     if request.carry:
-        try:
-            claim_state(ep)
-        except OSError as exc:  # the code broke its own state folder
-            ep.notes.append(f"carried variables cannot be kept ({describe(exc)})"[:300])
+        read_state(ep)
         carried = {name for name, _ in ep.state_index}
         if tree is not None and carried:
             names = read_names(tree)
@@ -197,35 +193,25 @@ def _bound(target: ast.expr) -> set[str]:
             and isinstance(n.ctx, ast.Store)}  # fmt: skip
 
 
-_HOLDER = struct.Struct("<Q")  # the lock file: the number of the last call that held the lock
 _INDEX_AT = struct.Struct("<Q")
 """A state file: the variables' pickles back to back, written straight into the file as they
 are made; then the index, a pickle of (the saving call's number, [(name, pickle size), ...]);
 then where the index starts, in these 8 bytes."""
 
 
-def claim_state(ep: CallContext) -> None:
-    """Take the session's state lock (waiting for the previous call's save), read the state's
-    index and note a previous save that never finished."""
-    path = ep.request.state_path
-    ep.lock_fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    fcntl.flock(ep.lock_fd, fcntl.LOCK_EX)
-    held = os.pread(ep.lock_fd, _HOLDER.size, 0)
-    held_by = _HOLDER.unpack(held)[0] if len(held) == _HOLDER.size else 0
-    os.pwrite(ep.lock_fd, _HOLDER.pack(ep.request.call), 0)
-    saved_by = 0
+def read_state(ep: CallContext) -> None:
+    """Read the index of the state the session's last save left (its worker has waited for
+    that save to end); a damaged or foreign file is noted, and the session starts over."""
     try:
-        saved_by, ep.state_index = _read_index(path)
+        ep.state_index = _read_index(ep.request.state_path)
     except FileNotFoundError:
         pass
-    except Exception as exc:  # a damaged or foreign file: the session starts over
+    except Exception as exc:
         ep.notes.append(f"carried variables were lost ({type(exc).__name__}: {exc})"[:300])
-    if held_by > saved_by:
-        ep.notes.append("variables from the previous call were not carried over")
 
 
-def _read_index(path: str) -> tuple[int, list[tuple[str, int]]]:
-    """The number of the call that saved a state file, and its index (`_INDEX_AT`)."""
+def _read_index(path: str) -> list[tuple[str, int]]:
+    """A state file's index (`_INDEX_AT`), checked against the file."""
     with open(path, "rb") as f:
         end = f.seek(0, os.SEEK_END) - _INDEX_AT.size
         f.seek(end)
@@ -239,7 +225,7 @@ def _read_index(path: str) -> tuple[int, list[tuple[str, int]]]:
         raise ValueError("the state file's index is damaged")
     if sum(size for _, size in index) != start:
         raise ValueError("the state file's index does not match its size")
-    return call, index
+    return index
 
 
 def _carried(ep: CallContext) -> dict[str, memoryview]:
@@ -387,11 +373,10 @@ def rehearse(scratch: str) -> list[wire.Bytes]:
     is 16 zero bytes in a memfd, its folder a new one in `scratch`, removed after it: the
     worker's code folder, inside the sandbox's root, so that a spare killed mid-rehearsal
     leaves nothing outside it), and it undoes its patches of `Image.show`, `plt.show` and
-    `Image.crop`, its state lock and its change of folder.
+    `Image.crop` and its change of folder.
     """
     pixels = os.memfd_create("beacon-rehearsal")
     home = os.getcwd()
-    ep = None
     try:
         with tempfile.TemporaryDirectory(prefix="rehearsal-", dir=scratch) as folder:
             os.write(pixels, bytes(2 * 2 * 4))
@@ -416,8 +401,6 @@ def rehearse(scratch: str) -> list[wire.Bytes]:
                 os.close(read_end)
                 os.close(write_end)
     finally:
-        if ep is not None and ep.lock_fd >= 0:
-            os.close(ep.lock_fd)
         os.close(pixels)
         os.chdir(home)
         outputs.restore()
@@ -450,10 +433,8 @@ def save_state(ep: CallContext) -> None:
 
     Each pickle goes straight into the file as it is made. Unpicklable values (modules,
     functions and classes the code defined) are skipped; once the file passes
-    max_state_bytes, nothing is carried. Needs the state lock (`claim_state`).
+    max_state_bytes, nothing is carried.
     """
-    if ep.lock_fd < 0:
-        return
     new = _to_save(ep)
     kept = [name for name, _ in ep.state_index if name not in ep.loaded and name not in new]
     carried = _carried(ep) if kept else {}

@@ -64,9 +64,11 @@ def decode_result(frame: wire.Frame, cfg: SandboxConfig, folder: str, call: int)
 def _decode(frame: wire.Frame, cfg: SandboxConfig, folder: str, call: int) -> ExecResult:
     head = frame.header
     stopped = _stop_reason(head, cfg)
-    notes = (
-        ["carried variables were reset: loading them failed"] if head.get("state_dropped") else []
-    )
+    notes: list[str] = []
+    if head.get("carried_lost") is True:  # the worker saw the session's last save fail
+        notes.append("variables from the previous call were not carried over")
+    if head.get("state_dropped") is True:
+        notes.append("carried variables were reset: loading them failed")
     if stopped is not None:
         return ExecResult(ok=False, error=stopped, timed_out=head.get("timed_out") is True,
                           notes=notes)  # fmt: skip

@@ -16,15 +16,23 @@ pidfd to the worker with SCM_RIGHTS, and reports how each child ended on a pipe.
 
 For each "run" request the worker:
 
-1. hands the request to a *spare* child forked ahead of time, which closes its inherited
-   descriptors and waits, then applies rlimits, drops to the session's uid, loads the seccomp
-   deny-list, and runs `episode` (carried variables, the code, images);
+1. hands the request, once the session's previous call has saved its variables, to a *spare*
+   child forked ahead of time, which closed its inherited descriptors and waited, and which
+   then applies rlimits, drops to the session's uid, loads the seccomp deny-list, and runs
+   `episode` (carried variables, the code, images);
 2. asks for the next spare while the code runs, reads the child's result from a pipe until it
    is complete, the child dies, or the wall-clock deadline passes (then SIGKILL), and relays
    the bytes, capped in size and never parsed here, to the trusted side. The answered child
    then saves its carried variables, bounded by the same deadline; the worker never waits for
    such a *saver*: it notices savers as they end and kills each at its deadline, whatever it
    is doing meanwhile, so a slow save delays no other session.
+
+A session's calls take turns at its carried variables through the worker alone: a request
+goes to its child only once the session's savers have ended (`_await_saves`), and the worker
+remembers a session whose last call loaded its variables without saving its own
+(`_Savers.lost`), which the next call's reply reports. No lock or marker in the session's
+folder orders them: the code owns that folder and every descriptor its process holds, so it
+could hold, release or rewrite either.
 
 The child writes one marker byte once carried variables are restored; a child that dies or times
 out before that has the state file deleted, so a poisoned pickle cannot wedge a session.
@@ -113,7 +121,7 @@ def main() -> None:
     template = _Template.start(seccomp, keep=(proto_in, proto_out, ends.requests, ends.replies))
     ready = {"op": "ready", "pid": os.getpid(), "euid": os.geteuid(), "seccomp": seccomp_note}
     spare = template.fork_spare()
-    savers: list[_Spare] = []  # answered children, maybe still saving their variables
+    savers = _Savers()
     wire.write_all(proto_out, wire.encode_frame(ready))
     while True:
         _await_request(proto_in, savers, ends)
@@ -122,7 +130,7 @@ def main() -> None:
         except EOFError:
             header = {"op": "exit"}
         if header.get("op") == "exit":
-            for child in (*savers, spare):
+            for child in (*savers.running, spare):
                 child.dismiss()
             return
         accepted = wire.encode_frame({"op": "accepted"})
@@ -133,13 +141,20 @@ def main() -> None:
             wire.write_all(proto_out, wire.encode_frame(_reply(error=f"bad request: {exc}"), [b""]))
             continue
         running = spare
-        running.start(request)  # the code starts before the caller hears back: one hop less
-        wire.write_all(proto_out, accepted)
+        running.session = request.session
+        if savers.busy(request.session):  # its previous call is still saving: its turn first
+            wire.write_all(proto_out, accepted)
+            _await_saves(request.session, savers, ends)
+            running.start(request)
+        else:
+            running.start(request)  # the code starts before the caller hears back: one hop less
+            wire.write_all(proto_out, accepted)
+        lost = request.session in savers.lost
+        savers.lost.discard(request.session)
         reply, payload = _supervise(running, request, savers, ends)
-        wire.write_frame(proto_out, reply, [payload])
+        wire.write_frame(proto_out, {**reply, "carried_lost": lost}, [payload])
         if not running.reaped:
-            running.session = request.session
-            savers.append(running)
+            savers.add(running)
         spare = template.fork_spare()  # after the reply: no core taken from the call
 
 
@@ -231,8 +246,9 @@ class _Spare:
         self.pid, self.ctrl_w, self.result_r, self.pidfd = pid, ctrl_w, result_r, pidfd
         self.template = template
         self.reaped = False
+        self.exit_code: int | None = None  # once reaped
         self.deadline = math.inf
-        self.session = ""  # set once it has answered a request
+        self.session = ""  # set once it has a request
 
     def start(self, request: wire.RunRequest) -> None:
         """Hand the request over; the call's wall-clock deadline starts now."""
@@ -248,9 +264,9 @@ class _Spare:
 
     def wait(self) -> int:
         """Wait for the child to end and return its exit code (negative: killed by that signal)."""
-        code = self.template.exit_code(self.pid)
+        self.exit_code = self.template.exit_code(self.pid)
         self.reaped = True
-        return code
+        return self.exit_code
 
     def dismiss(self) -> None:
         """Kill (if still running), wait for and close; safe to call twice."""
@@ -263,22 +279,86 @@ class _Spare:
         self.ctrl_w = self.result_r = self.pidfd = -1
 
 
-def _await_request(proto_in: int, savers: list[_Spare], ends: _Ends) -> None:
+class _Savers:
+    """Answered children still saving their sessions' variables, and `lost`: the sessions whose
+    last call loaded their variables and ended without saving its own (it was killed at its
+    deadline, crashed, or its save failed), whose next call is told so."""
+
+    def __init__(self) -> None:
+        self.running: list[_Spare] = []
+        self.lost: set[str] = set()
+
+    def add(self, saver: _Spare) -> None:
+        self.running.append(saver)
+
+    def busy(self, session: str) -> bool:
+        return any(saver.session == session for saver in self.running)
+
+    def deadline(self) -> float:
+        return min((saver.deadline for saver in self.running), default=math.inf)
+
+    def register(self, poller: select.poll) -> None:
+        for saver in self.running:
+            poller.register(saver.pidfd, select.POLLIN)
+
+    def settle(self, ended: set[int]) -> bool:
+        """Dismiss the savers that ended (pidfd in `ended`, or not alive) or are past their
+        deadline, and note each one's outcome; whether there were any."""
+        now, settled = time.monotonic(), False
+        for saver in list(self.running):
+            if saver.pidfd in ended or _readable(saver.pidfd) or now >= saver.deadline:
+                saver.dismiss()  # killed first where it still runs
+                self.running.remove(saver)
+                self.record(saver.session, saved=saver.exit_code == 0)
+                settled = True
+        return settled
+
+    def record(self, session: str, saved: bool) -> None:
+        """The outcome of the session's latest call that loaded its variables."""
+        if saved:
+            self.lost.discard(session)
+        else:
+            self.lost.add(session)
+
+    def end(self, session: str) -> int:
+        """Kill and forget a closed session's savers; how many there were."""
+        ended = [saver for saver in self.running if saver.session == session]
+        for saver in ended:
+            saver.dismiss()
+            self.running.remove(saver)
+        self.lost.discard(session)
+        return len(ended)
+
+
+def _await_request(proto_in: int, savers: _Savers, ends: _Ends) -> None:
     """Wait for the next request, reaping savers that end, killing those past deadline and
     those of sessions the trusted side ends."""
-    while True:
-        _settle(savers, set())
-        wake = min((s.deadline for s in savers), default=math.inf) - time.monotonic()
-        poller = select.poll()
-        poller.register(proto_in, select.POLLIN | select.POLLHUP)
-        poller.register(ends.requests, select.POLLIN | select.POLLHUP)
-        for saver in savers:
-            poller.register(saver.pidfd, select.POLLIN)
-        events = dict(poller.poll(None if wake == math.inf else max(wake, 0) * 1000))
-        if ends.requests in events:
-            _end_session(ends, savers)
-        if proto_in in events:
-            return
+    while proto_in not in _serve_savers(savers, ends, proto_in):
+        pass
+
+
+def _await_saves(session: str, savers: _Savers, ends: _Ends) -> None:
+    """Wait until `session` has no saver left (each ends or is killed at its deadline): its
+    next call then loads what the last one saved. Other sessions are served meanwhile."""
+    while savers.busy(session):
+        _serve_savers(savers, ends)
+
+
+def _serve_savers(savers: _Savers, ends: _Ends, fd: int | None = None) -> dict[int, int]:
+    """One wait for `fd`, an "end" message, or a saver that ends or reaches its deadline;
+    answers the message, settles the savers, and returns the events. It settles only after
+    the wait: a caller checks what it waits for first, and an ended saver wakes it at once."""
+    poller = select.poll()
+    if fd is not None:
+        poller.register(fd, select.POLLIN | select.POLLHUP)
+    poller.register(ends.requests, select.POLLIN | select.POLLHUP)
+    savers.register(poller)
+    wake = savers.deadline() - time.monotonic()
+    events = dict(poller.poll(None if wake == math.inf else max(wake, 0) * 1000))
+    if ends.requests in events:
+        _end_session(ends, savers)
+    savers.settle(set(events))
+    return events
 
 
 @dataclass(frozen=True)
@@ -289,7 +369,7 @@ class _Ends:
     replies: int
 
 
-def _end_session(ends: _Ends, savers: list[_Spare]) -> None:
+def _end_session(ends: _Ends, savers: _Savers) -> None:
     """Kill the savers of the session named in the next "end" message, then answer.
 
     The trusted side's `Session.close` waits for the answer before the session's uid may go
@@ -301,26 +381,9 @@ def _end_session(ends: _Ends, savers: list[_Spare]) -> None:
     except EOFError:
         os._exit(0)  # the children die with it (PR_SET_PDEATHSIG)
     session = header.get("session")
-    ended = [saver for saver in savers if saver.session == session]
-    for saver in ended:
-        saver.dismiss()
-        savers.remove(saver)
+    killed = savers.end(session) if isinstance(session, str) else 0
     wire.write_all(ends.replies, wire.encode_frame({"op": "ended", "session": session,
-                                                     "killed": len(ended)}))  # fmt: skip
-
-
-def _settle(savers: list[_Spare], ended: set[int]) -> list[_Spare]:
-    """Dismiss savers that ended (pidfd in `ended`, or not alive) or are past their deadline;
-    returns those killed at their deadline."""
-    now, overdue = time.monotonic(), []
-    for saver in list(savers):
-        done = saver.pidfd in ended or _readable(saver.pidfd)
-        if done or now >= saver.deadline:
-            if not done:
-                overdue.append(saver)
-            saver.dismiss()
-            savers.remove(saver)
-    return overdue
+                                                     "killed": killed}))  # fmt: skip
 
 
 def _readable(fd: int) -> bool:
@@ -331,16 +394,16 @@ def _readable(fd: int) -> bool:
 def _supervise(
     spare: _Spare,
     request: wire.RunRequest,
-    savers: list[_Spare],
+    savers: _Savers,
     ends: _Ends,
 ) -> tuple[dict, wire.Bytes]:
     """Collect the child's output until it is complete, the child dies, or the deadline passes.
 
     A child that wrote its whole result (ending in DONE) is answered for at once; it saves the
     carried variables and exits while the caller reads the result. Meanwhile the savers of
-    earlier calls are reaped when they end and killed at their own deadlines. A child of the
-    same session may have been waiting for such a save, so its deadline then starts again: a
-    runaway save is charged to the call that made it, not to the next one.
+    other sessions are reaped when they end and killed at their own deadlines. A child that
+    loaded its session's variables and ends here (killed, crashed, or its save failed at
+    once) leaves them unsaved: `savers.lost` notes it for the session's next call.
     """
     cap = request.max_result_bytes
     data, timed_out, overflow, closed = bytearray(), False, False, False
@@ -349,18 +412,13 @@ def _supervise(
         poller.register(spare.result_r, select.POLLIN)
         poller.register(spare.pidfd, select.POLLIN)
         poller.register(ends.requests, select.POLLIN | select.POLLHUP)
-        for saver in savers:
-            poller.register(saver.pidfd, select.POLLIN)
-        wake = min([spare.deadline, *(s.deadline for s in savers)])
-        left = wake - time.monotonic()
+        savers.register(poller)
+        left = min(spare.deadline, savers.deadline()) - time.monotonic()
         events = dict(poller.poll(left * 1000)) if left > 0 else {}
         if ends.requests in events:
             _end_session(ends, savers)  # another session's: this one is still running
             continue
-        if any(s.pidfd in events or time.monotonic() >= s.deadline for s in savers):
-            for killed in _settle(savers, set(events)):
-                if killed.session == request.session:
-                    spare.deadline = time.monotonic() + request.timeout_s
+        if savers.settle(set(events)):
             continue
         if not events:
             timed_out = True
@@ -386,6 +444,8 @@ def _supervise(
     if data.endswith(DONE):
         del data[-len(DONE) :]
     loaded = data[:1] == STATE_LOADED
+    if loaded and request.carry and spare.reaped:
+        savers.record(request.session, saved=spare.exit_code == 0)
     state_dropped = False
     if not loaded and (timed_out or code != 0):
         state_dropped = _drop_state(request.state_path)
@@ -438,7 +498,8 @@ def _drop_state(path: str) -> bool:
 
 def _reply(**fields: Any) -> dict[str, Any]:
     base = {"op": "result", "exit_code": None, "timed_out": False, "overflow": False}
-    return {**base, "state_dropped": False, "rss_kb": _memory_kb()[1], **fields}
+    return {**base, "state_dropped": False, "carried_lost": False, "rss_kb": _memory_kb()[1],
+            **fields}  # fmt: skip
 
 
 def _memory_kb() -> tuple[int, int]:
