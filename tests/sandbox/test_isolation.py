@@ -22,6 +22,7 @@ import pytest
 from PIL import Image
 
 from beacon.sandbox import Sandbox, folders
+from beacon.sandbox.config import SandboxError
 from beacon.sandbox.pool import Worker, WorkerDied
 
 from .helpers import assert_benign_call_works, make_image, tight_config
@@ -350,3 +351,38 @@ def test_a_worker_that_cannot_start_leaves_no_descriptors(
         with pytest.raises(FileNotFoundError):
             Worker("none", str(tmp_path), startup_timeout_s=1.0)
     assert sorted(os.listdir("/proc/self/fd")) == before
+
+
+def test_every_worker_runs_with_the_seccomp_deny_list(one_worker: Sandbox) -> None:
+    """On a machine where the filter does not load, this fails instead of the sandbox quietly
+    running code that may setsid, open sockets or exec."""
+    session = one_worker.session(images=[])
+    assert session.run("print(1)").ok
+    assert session._workers and all(w.seccomp for w in session._workers)
+
+
+@pytest.mark.parametrize("required", [True, False])
+def test_a_worker_without_seccomp_is_refused_unless_allowed(
+    required: bool, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A worker that reports its filter unavailable (no libseccomp, say) is killed and the
+    sandbox refuses to start, naming the setting; with sandbox.require_seccomp=false it runs
+    with a warning."""
+    read = Worker._read
+
+    def without_filter(self: Worker, *args: object, **kwargs: object) -> object:
+        message = read(self, *args, **kwargs)
+        if message.header.get("op") == "ready":
+            message.header["seccomp"] = "unavailable: libseccomp.so.2 not found"
+        return message
+
+    monkeypatch.setattr(Worker, "_read", without_filter)
+    config = tight_config(num_workers=1, require_seccomp=required)
+    if required:
+        with pytest.raises(SandboxError, match=r"sandbox\.require_seccomp=false"):  # noqa: SIM117
+            with Sandbox(config) as sb:
+                sb.session(images=[]).run("print(1)")
+        return
+    with Sandbox(config) as sb:
+        assert sb.session(images=[]).run("print(1)").ok
+    assert "WITHOUT seccomp" in caplog.text

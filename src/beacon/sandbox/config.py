@@ -77,6 +77,11 @@ class SandboxConfig(StrictModel):
     isolation: Isolation = Field(
         "auto", description='"auto" tries bwrap, then unshare, and refuses otherwise'
     )
+    require_seccomp: bool = Field(
+        True,
+        description="refuse to run code when a worker cannot load the seccomp deny-list "
+        "(false: namespaces and rlimits only, with a warning)",
+    )
     root_dir: str | None = Field(
         None, description="episode folders; null: a fresh one in /dev/shm (or $TMPDIR)"
     )

@@ -35,10 +35,24 @@ class WorkerDied(RuntimeError):
     """The worker process ended or stopped answering."""
 
 
+def seccomp_refusal(note: object) -> str:
+    """Why a worker without its seccomp deny-list is not used, and the two ways on."""
+    return (
+        f"the sandbox worker could not load its seccomp deny-list ({note}). Without it, model "
+        "code could open sockets, run programs, fork, and leave its process group (setsid), so "
+        "Beacon does not run code there. Install libseccomp (apt-get install libseccomp2) and "
+        "pyseccomp, or set sandbox.require_seccomp=false to run with namespaces and rlimits "
+        "only, at your own risk."
+    )
+
+
 class Worker:
     """A pre-forked worker in the jail. Not thread-safe: `WorkerSlot` serializes its use."""
 
-    def __init__(self, isolation: str, root_dir: str, startup_timeout_s: float) -> None:
+    def __init__(
+        self, isolation: str, root_dir: str, startup_timeout_s: float, require_seccomp: bool = True
+    ) -> None:
+        self.require_seccomp = require_seccomp
         code_dir = os.path.join(root_dir, "_code")
         self._stderr_path = os.path.join(code_dir, f"worker-{id(self)}.log")
         cmd = [*jail_prefix(isolation, root_dir), sys.executable, "-E", "-s"]
@@ -83,15 +97,18 @@ class Worker:
         if header.get("op") != "ready":
             self.kill()
             raise SandboxError(f"sandbox worker sent {header!r} instead of 'ready'")
+        self.seccomp = header.get("seccomp") == "deny-list"
+        if not self.seccomp:
+            if self.require_seccomp:
+                self.kill()
+                raise SandboxError(seccomp_refusal(header.get("seccomp")))
+            logger.warning("sandbox worker runs WITHOUT seccomp: %s", header.get("seccomp"))
         self.pid = _python_descendant(self.proc.pid)
         try:
             self._pidfd = os.pidfd_open(self.pid)
         except OSError as exc:  # it ended meanwhile
             self.kill()
             raise SandboxError(f"sandbox worker ended right after starting ({exc})") from exc
-        self.seccomp = header.get("seccomp") == "deny-list"
-        if not self.seccomp:
-            logger.warning("sandbox worker runs WITHOUT seccomp: %s", header.get("seccomp"))
         return header
 
     def alive(self) -> bool:

@@ -161,7 +161,8 @@ class Sandbox:
         return str(Path(root).resolve())
 
     def _start_worker(self) -> Worker:
-        return Worker(self.isolation, self.root, self.config.startup_timeout_s)
+        cfg = self.config
+        return Worker(self.isolation, self.root, cfg.startup_timeout_s, cfg.require_seccomp)
 
     def session(
         self, images: list[ImageSource] | None = None, *, deferred: bool = False
