@@ -342,9 +342,7 @@ def test_config_class_for_reads_first_line(tmp_path):
 
 
 SHIPPED = [  # accelerate's own --config_file format: tests/test_configs.py checks those
-    path
-    for path in sorted(configs.root().rglob("*.y*ml"))
-    if path.parent.name != "accelerate"
+    path for path in sorted(configs.root().rglob("*.y*ml")) if path.parent.name != "accelerate"
 ]
 
 
