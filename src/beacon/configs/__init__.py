@@ -66,8 +66,8 @@ def config_path(name: str) -> Path:
     close = difflib.get_close_matches(Path(stem).name, list(configs), n=1, cutoff=0.6)
     hint = f"did you mean {close[0]}? " if close else ""
     raise UserError(
-        f"{name!r} is neither a file nor a shipped config; {hint}shipped configs: "
-        f"{', '.join(configs)} (`beacon configs list` says what each is for)"
+        f"no shipped config is named {stem!r}; {hint}shipped configs: {', '.join(configs)} "
+        "(`beacon configs list` says what each is for)"
     )
 
 
@@ -75,4 +75,9 @@ def resolve_config(value: str | Path) -> Path:
     """What a ``--config`` value names: the file, if it exists, else the shipped config of that
     name (UserError with the closest names if there is neither)."""
     path = Path(value)
-    return path if path.exists() else config_path(str(value))
+    if path.exists():
+        return path
+    try:
+        return config_path(str(value))
+    except UserError as exc:
+        raise UserError(f"{value}: file not found, and {exc}") from None
