@@ -9,6 +9,7 @@ from typing import Literal
 import pytest
 from pydantic import Field, model_validator
 
+from beacon import configs
 from beacon.config import (
     ConfigError,
     StrictModel,
@@ -24,8 +25,6 @@ from beacon.config import (
     to_dict,
     to_yaml,
 )
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 class NaarConfig(StrictModel):
@@ -324,6 +323,15 @@ def test_describe_reads_field_descriptions():
     assert len(table.splitlines()) == len(rows) + 1
 
 
+def test_describe_with_a_config_shows_its_values():
+    cfg = load_config(TrainConfig, overrides=["run_name=r1", "rl.lr=0.5"])
+    rows = {row.name: row.default for row in describe(TrainConfig, cfg)}
+    assert rows["run_name"] == '"r1"' and rows["rl.lr"] == "0.5"
+    assert rows["rl.naar.code_reward"] == "0.25"  # untouched settings keep their defaults
+    header = format_describe(TrainConfig, cfg).splitlines()[0].split()
+    assert header == ["setting", "type", "value", "help"]
+
+
 def test_config_class_for_reads_first_line(tmp_path):
     named = write(tmp_path, f"# config: {__name__}:TrainConfig\nrun_name: r\n", "a.yaml")
     assert config_class_for(named) is TrainConfig
@@ -333,14 +341,14 @@ def test_config_class_for_reads_first_line(tmp_path):
         config_class_for(wrong)
 
 
-SHIPPED = sorted((REPO_ROOT / "configs").rglob("*.yaml")) + sorted(
-    (REPO_ROOT / "configs").rglob("*.yml")
-)
+SHIPPED = [  # accelerate's own --config_file format: tests/test_configs.py checks those
+    path for path in sorted(configs.root().rglob("*.y*ml")) if path.parent.name != "accelerate"
+]
 
 
-@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: str(p.relative_to(REPO_ROOT)))
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: str(p.relative_to(configs.root())))
 def test_shipped_config_loads(path, tmp_path):
-    """Every file under configs/ names its model on line 1 and loads without problems."""
+    """Every shipped Beacon config names its model on line 1 and loads without problems."""
     cls = config_class_for(path)
     assert cls is not None, f"{path} must start with '# config: module:Class'"
     config = load_config(cls, path=path)

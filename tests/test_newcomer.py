@@ -68,6 +68,8 @@ BAD_INPUTS = [
     (["eval", "--config", "missing.yaml"], "file not found"),
     (["eval", "--config", "bad.yaml"], "not valid YAML"),
     (["eval", "--config", "unknown.yaml"], "did you mean engine?"),
+    (["train", "grpo", "--config", "grpo_tiyn"], "did you mean grpo_tiny?"),
+    (["configs", "cp", "grpo_tiyn"], "did you mean grpo_tiny?"),
     (["eval", "--out", "/proc/beacon_run"], "cannot create the run folder"),
     (["eval", "--out", "afile"], "cannot create the run folder"),
     (["eval", "--out", "run", "--set", "sandbox.timeout_s=3"], "sandbox.timeout_s: 10.0 -> 3.0"),

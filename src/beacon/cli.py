@@ -23,6 +23,7 @@ from beacon.agent import cli as agent_cli
 from beacon.annotate import cli as annotate_cli
 from beacon.benchmarks import cli as benchmarks_cli
 from beacon.config import ConfigError
+from beacon.configs import cli as configs_cli
 from beacon.data import cli as data_cli
 from beacon.demo import cli as demo_cli
 from beacon.engines import cli as engines_cli
@@ -80,6 +81,7 @@ app.add_typer(annotate_cli.critic_app, name="critic")
 app.add_typer(train_cli.app, name="train")
 app.add_typer(data_cli.app, name="data")
 app.add_typer(revue_cli.app, name="revue")
+app.add_typer(configs_cli.app, name="configs")
 app.command("serve")(engines_cli.serve)
 app.command("run")(agent_cli.run)
 app.command("eval", epilog=eval_cli.EVAL_EPILOG)(eval_cli.eval_command)

@@ -5,7 +5,7 @@ default and a ``Field(description=...)`` that is its documentation (STYLE.md §5
 the type checking; this module only merges YAML and ``--set`` into one tree, validates it once
 and turns pydantic's errors into our one-line-per-problem ``ConfigError``::
 
-    cfg = load_config(EvalConfig, path="configs/eval_synth.yaml", overrides=["engine.name=hf"])
+    cfg = load_config(EvalConfig, path="eval_synth.yaml", overrides=["engine.name=hf"])
     text = to_yaml(cfg)   # the resolved config; load_config reads it back to an equal object
 
 Works for any pydantic model. Semantics worth knowing:
@@ -24,7 +24,7 @@ Works for any pydantic model. Semantics worth knowing:
 5. Cross-field checks are ``model_validator(mode="after")`` methods that call
    :func:`raise_problems`; each problem is reported on its own line, prefixed with the model's
    path, together with every type problem.
-6. Files under ``configs/`` name their model on the first line,
+6. The shipped configs (``beacon.configs``) name their model on the first line,
    ``# config: beacon.eval.config:EvalConfig`` (read by :func:`config_class_for`).
 7. A document whose ``&anchor`` / ``*alias`` pairs expand to more than ``MAX_YAML_VALUES``
    values is refused as invalid YAML: 1 KB of nested aliases can stand for 10^9 values, which
@@ -228,15 +228,20 @@ def to_yaml(config: BaseModel) -> str:
     return yaml.dump(to_dict(config), Dumper=_Dumper, sort_keys=False, allow_unicode=True)
 
 
-def describe(cls: type[BaseModel]) -> list[Setting]:
-    """One row per leaf setting, nested models expanded; ``(required)`` marks no default."""
-    return _describe(cls, "", None)
+def describe(cls: type[BaseModel], config: BaseModel | None = None) -> list[Setting]:
+    """One row per leaf setting, nested models expanded; ``(required)`` marks no default.
+
+    With ``config`` (an instance of ``cls``), ``default`` holds its values instead: the settings
+    as a run would use them.
+    """
+    return _describe(cls, "", config)
 
 
-def format_describe(cls: type[BaseModel]) -> str:
-    """``describe(cls)`` as an aligned text table, for ``--show-config``."""
-    rows = [("setting", "type", "default", "help")]
-    rows += [(s.name, s.type, s.default, s.help) for s in describe(cls)]
+def format_describe(cls: type[BaseModel], config: BaseModel | None = None) -> str:
+    """``describe(cls, config)`` as an aligned text table: what every ``--show-config`` prints
+    (the ``value`` column when ``config`` is given, else ``default``)."""
+    rows = [("setting", "type", "default" if config is None else "value", "help")]
+    rows += [(s.name, s.type, s.default, s.help) for s in describe(cls, config)]
     widths = [max(len(row[i]) for row in rows) for i in range(3)]
     lines = ["  ".join(row[i].ljust(widths[i]) for i in range(3)) + "  " + row[3] for row in rows]
     return "\n".join(line.rstrip() for line in lines)
@@ -654,16 +659,17 @@ def _describe(cls: type[BaseModel], prefix: str, base: Any) -> list[Setting]:
     rows = []
     for name, info in cls.model_fields.items():
         tp = info.annotation
-        if info.is_required():
-            default: Any = None
-        elif isinstance(base, cls):
-            default = getattr(base, name)
+        given = isinstance(base, cls)
+        if given:
+            default: Any = getattr(base, name)
+        elif info.is_required():
+            default = None
         else:
             default = info.get_default(call_default_factory=True)
         model = _model_of(tp)
         if model is not None and _strip_none(tp) is tp:
             rows += _describe(model, f"{prefix}{name}.", default)
             continue
-        shown = "(required)" if info.is_required() else _show(_plain(default))
+        shown = "(required)" if info.is_required() and not given else _show(_plain(default))
         rows.append(Setting(prefix + name, _type_name(tp), shown, info.description or ""))
     return rows

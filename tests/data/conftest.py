@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from beacon import configs
 from beacon.data.config import DataConfig, load_data_config
 from beacon.data.scripted import MODEL_NAME, ScriptedSynthExpert, create_scripted_app
 from beacon.engines.serve import ServerHandle, run_app_in_thread
@@ -31,7 +32,7 @@ def scripted_server() -> Iterator[Callable[..., ServerHandle]]:
         handle.stop()
 
 
-SHIPPED = Path(__file__).parents[2] / "configs" / "data" / "synth_tiny.yaml"
+SHIPPED = configs.config_path("synth_tiny")
 
 
 def overrides(out: Path, base_url: str, *extra: str) -> list[str]:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
+from beacon import configs
 from beacon.data.config import DataConfigError, load_data_config
 
-SHIPPED = sorted((Path(__file__).parents[2] / "configs" / "data").glob("*.yaml"))
+SHIPPED = sorted((configs.root() / "data").glob("*.yaml"))
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)

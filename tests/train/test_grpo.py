@@ -19,6 +19,7 @@ import pytest
 import torch
 import yaml
 
+from beacon import configs
 from beacon.config import ConfigError, load_config
 from beacon.rl import check_hint, token_logprobs
 from beacon.rollout.groups import RolloutStats
@@ -37,7 +38,7 @@ KEYS = ("step", "loss", "grad_norm", "rl/reward_mean", "rl/accuracy", "rl/groups
 
 
 @pytest.mark.parametrize(
-    "path", sorted((ROOT / "configs/train").glob("grpo_*.yaml")), ids=lambda p: p.name
+    "path", sorted((configs.root() / "train").glob("grpo_*.yaml")), ids=lambda p: p.name
 )
 def test_shipped_grpo_configs_validate(path: Path) -> None:
     assert ":GRPOConfig" in path.read_text().splitlines()[0]
@@ -45,12 +46,12 @@ def test_shipped_grpo_configs_validate(path: Path) -> None:
 
 
 def test_shipped_config_loads_and_errors_name_the_setting() -> None:
-    cfg = load_config(GRPOConfig, ROOT / "configs/train/grpo_tiny.yaml")
+    cfg = load_config(GRPOConfig, configs.config_path("grpo_tiny"))
     assert cfg.rl.hgce.enabled and cfg.rl.reward == "naar"
     with pytest.raises(ConfigError, match=r"rollout\.group_size=1"):
-        load_config(GRPOConfig, ROOT / "configs/train/grpo_tiny.yaml", ["rollout.group_size=1"])
+        load_config(GRPOConfig, configs.config_path("grpo_tiny"), ["rollout.group_size=1"])
     with pytest.raises(ConfigError, match="kl_coef"):
-        load_config(GRPOConfig, ROOT / "configs/train/grpo_tiny.yaml", ["rl.loss.kl_coef=0.1"])
+        load_config(GRPOConfig, configs.config_path("grpo_tiny"), ["rl.loss.kl_coef=0.1"])
 
 
 def test_synth_region_hints_are_checked_and_cached_hints_win(tmp_path: Path) -> None:

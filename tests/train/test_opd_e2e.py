@@ -17,6 +17,7 @@ import pytest
 import yaml
 from safetensors.torch import load_file
 
+from beacon import configs
 from beacon.train.core.metrics import read_metrics
 from beacon.train.opd import run_opd
 from beacon.train.opd.config import OPDConfig
@@ -178,7 +179,7 @@ def test_opd_one_supervised_token_trains_with_uniform_weights(
 
 
 @pytest.mark.parametrize(
-    "path", sorted((SRC.parent / "configs" / "train").glob("opd*.yaml")), ids=lambda p: p.name
+    "path", sorted((configs.root() / "train").glob("opd*.yaml")), ids=lambda p: p.name
 )
 def test_shipped_opd_configs_validate(path: Path) -> None:
     from beacon.config import load_config

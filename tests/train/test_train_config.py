@@ -6,15 +6,15 @@ from pathlib import Path
 
 import pytest
 
+from beacon import configs
 from beacon.config import ConfigError, load_config
 from beacon.runfolder import RunFolderMismatch, check_run_folder, write_run_config
 from beacon.train.core.config import OPERATIONAL_KEYS
 from beacon.train.sft import SFTConfig
 
-REPO = Path(__file__).resolve().parents[2]
 SHIPPED = [  # SFT configs; GRPO configs are checked in test_grpo.py
     p
-    for p in sorted((REPO / "configs" / "train").glob("*.yaml"))
+    for p in sorted((configs.root() / "train").glob("*.yaml"))
     if ":SFTConfig" in p.read_text().splitlines()[0]
 ]
 

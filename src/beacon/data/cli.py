@@ -1,9 +1,9 @@
 """`beacon data ...`: the training-data stages, each resumable, each with a summary.json.
 
 beacon data scripted-expert --port 8011 &          # offline expert for synth (tests, demos)
-beacon data difficulty -c configs/data/synth_tiny.yaml
-beacon data expert     -c configs/data/synth_tiny.yaml
-beacon data hints      -c configs/data/synth_tiny.yaml
+beacon data difficulty -c synth_tiny                # a shipped config's name, or a YAML file
+beacon data expert     -c synth_tiny
+beacon data hints      -c synth_tiny
 beacon data import-thyme thyme_sft.jsonl --images /data/thyme --out runs/thyme-sft
 """
 
@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from beacon.configs.cli import config_option
+
 if TYPE_CHECKING:
     from beacon.data.config import DataConfig
 
@@ -25,23 +27,37 @@ app = typer.Typer(
     help="Build training data: pass@k difficulty, expert trajectories, hints, Thyme import.",
 )
 
-CONFIG = typer.Option(None, "--config", "-c", help="YAML data config (configs/data/*.yaml).")
+CONFIG = config_option("The data config (e.g. synth_tiny).")
 SET = typer.Option([], "--set", help="Override a setting: a.b=value (repeatable).")
 NO_PROGRESS = typer.Option(False, "--no-progress", help="No progress bar.")
+SHOW = typer.Option(
+    False,
+    "--show-config",
+    metavar="",
+    help="Print every setting as resolved (--config, --set applied) with its help and exit.",
+)
 
 
-def _load(config: Path | None, set_: list[str]) -> DataConfig:
-    from beacon.data.config import DataConfigError, load_data_config
+def _load(config: Path | None, set_: list[str], show: bool) -> DataConfig:
+    """The resolved data config; with --show-config, print it and exit instead."""
+    from beacon.config import format_describe
+    from beacon.data.config import DataConfig, DataConfigError, load_data_config
 
     try:
-        return load_data_config(config, list(set_))
+        cfg = load_data_config(config, list(set_))
     except (DataConfigError, FileNotFoundError) as exc:
         typer.echo(str(exc), err=True)
         raise typer.Exit(2) from None
+    if show:
+        typer.echo(format_describe(DataConfig, cfg))
+        raise typer.Exit()
+    return cfg
 
 
-def _run_stage(stage: Callable, config: Path | None, set_: list[str], no_progress: bool) -> None:
-    cfg = _load(config, set_)
+def _run_stage(
+    stage: Callable, config: Path | None, set_: list[str], no_progress: bool, show: bool
+) -> None:
+    cfg = _load(config, set_, show)
     try:
         summary = stage(cfg, progress=not no_progress)
     except (FileNotFoundError, ValueError) as exc:
@@ -51,27 +67,42 @@ def _run_stage(stage: Callable, config: Path | None, set_: list[str], no_progres
 
 
 @app.command("difficulty")
-def difficulty(config: Path = CONFIG, set_: list[str] = SET, no_progress: bool = NO_PROGRESS):
+def difficulty(
+    config: Path = CONFIG,
+    set_: list[str] = SET,
+    no_progress: bool = NO_PROGRESS,
+    show: bool = SHOW,
+) -> None:
     """Sample the base model K times per item; keep items it solves at most max_correct times."""
     from beacon.data.stages import run_difficulty
 
-    _run_stage(run_difficulty, config, set_, no_progress)
+    _run_stage(run_difficulty, config, set_, no_progress, show)
 
 
 @app.command("expert")
-def expert(config: Path = CONFIG, set_: list[str] = SET, no_progress: bool = NO_PROGRESS):
+def expert(
+    config: Path = CONFIG,
+    set_: list[str] = SET,
+    no_progress: bool = NO_PROGRESS,
+    show: bool = SHOW,
+) -> None:
     """The expert solves the selected items in tool mode; verified ones form the SFT set."""
     from beacon.data.stages import run_expert
 
-    _run_stage(run_expert, config, set_, no_progress)
+    _run_stage(run_expert, config, set_, no_progress, show)
 
 
 @app.command("hints")
-def hints(config: Path = CONFIG, set_: list[str] = SET, no_progress: bool = NO_PROGRESS):
+def hints(
+    config: Path = CONFIG,
+    set_: list[str] = SET,
+    no_progress: bool = NO_PROGRESS,
+    show: bool = SHOW,
+) -> None:
     """Answer-free hints from the verified expert trajectories; leaking hints are rejected."""
     from beacon.data.hints import run_hints
 
-    _run_stage(run_hints, config, set_, no_progress)
+    _run_stage(run_hints, config, set_, no_progress, show)
 
 
 @app.command("scripted-expert")

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import typer
 
+from beacon.configs.cli import config_option
+
 DEMO_EPILOG = """
 Examples:
 
@@ -21,6 +23,8 @@ Examples:
 Rerunning the same command resumes where it stopped (also after kill -9).
 """
 
+CONFIG = config_option("The demo config.")
+
 
 def demo_command(
     quick: bool = typer.Option(
@@ -32,7 +36,7 @@ def demo_command(
     ),
     out: str = typer.Option(None, help="Demo folder (default runs/demo, runs/demo-quick)."),
     seeds: int = typer.Option(None, help="RL seeds per arm (default 3; --quick 1)."),
-    config: Path = typer.Option(None, "--config", "-c", help="YAML config file."),
+    config: Path = CONFIG,
     set_: list[str] = typer.Option([], "--set", help="Override a setting: a.b=value."),
     show_config: bool = typer.Option(
         False,
@@ -51,7 +55,7 @@ def demo_command(
     """Train a ~1.3M-parameter Qwen2-VL from scratch on CPU: scripted-expert data, tool-biased
     SFT, GRPO with accuracy / NAAR / HGCE rewards over seeds, ReVuE vs vanilla OPD distillation;
     then evaluate every model with and without tools and write report.md with CIs and plots."""
-    from beacon.config import describe, flatten, load_config, to_dict
+    from beacon.config import format_describe, load_config
     from beacon.demo.config import DemoConfig, quick_overrides
     from beacon.demo.run import export_cold_start as export
     from beacon.demo.run import run_demo
@@ -64,9 +68,7 @@ def demo_command(
         overrides.append("progress=false")
     cfg = load_config(DemoConfig, path=config, overrides=[*overrides, *set_])
     if show_config:
-        values = flatten(to_dict(cfg))
-        for setting in describe(DemoConfig):
-            typer.echo(f"{setting.name} = {values.get(setting.name)!r}  # {setting.help}")
+        typer.echo(format_describe(DemoConfig, cfg))
         raise typer.Exit()
     start = time.perf_counter()
     if export_cold_start is not None:

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import typer
 
+from beacon.configs.cli import config_option
+
 EVAL_EPILOG = """
 Examples:
 
@@ -62,6 +64,9 @@ def _overrides(
     return sets
 
 
+CONFIG = config_option("The eval config.")
+
+
 def eval_command(
     model: str = typer.Option(None, help='Model path or hub name; "tiny" = built-in tiny model.'),
     engine: str = typer.Option(None, help="Engine: hf, openai or vllm."),
@@ -83,27 +88,28 @@ def eval_command(
     data: list[str] = typer.Option(
         [], "--data", help="Local benchmark file: NAME=PATH (repeatable)."
     ),
-    config: Path = typer.Option(None, "--config", "-c", help="YAML config file."),
+    config: Path = CONFIG,
     set_: list[str] = typer.Option([], "--set", help="Override a setting: a.b=value."),
     show_config: bool = typer.Option(
-        False, "--show-config", metavar="", help="Print every setting with its help and exit."
+        False,
+        "--show-config",
+        metavar="",
+        help="Print every setting as resolved (flags, --config, --set applied) with its help "
+        "and exit.",
     ),
     no_progress: bool = typer.Option(False, "--no-progress", metavar="", help="No progress bar."),
 ) -> None:
     """Evaluate a model on benchmarks with and without tools; write samples, summary, report."""
-    from beacon.config import describe, load_config
+    from beacon.config import format_describe, load_config
     from beacon.eval.config import EvalConfig
 
-    if show_config:
-        for setting in describe(EvalConfig):
-            typer.echo(
-                f"{setting.name} ({setting.type}, default {setting.default}): {setting.help}"
-            )
-        raise typer.Exit()
     overrides = _overrides(
         model, engine, base_url, bench, modes, samples, concurrency, limit, out, data
     )
     cfg = load_config(EvalConfig, path=config, overrides=[*overrides, *set_])
+    if show_config:
+        typer.echo(format_describe(EvalConfig, cfg))
+        raise typer.Exit()
     from beacon.errors import UserError
     from beacon.eval.runner import InfrastructureErrors, run_eval
 

@@ -1,23 +1,28 @@
-"""`beacon train sft|grpo|opd|rft --config FILE [--set key=value ...] [--resume] [--no-progress]`.
+"""`beacon train sft|grpo|opd|rft --config NAME|FILE [--set key=value ...] [--resume]
+[--no-progress] [--show-config]`.
 
-Launch on many processes through accelerate, e.g.
-``accelerate launch --config_file configs/accelerate/fsdp.yaml -m beacon train sft --config ...``.
+Launch on many processes through accelerate, e.g. ``beacon configs cp fsdp . && accelerate
+launch --config_file fsdp.yaml -m beacon train sft --config ...``.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TypeVar
 
 import typer
+from pydantic import BaseModel
 
-from beacon.config import load_config
+from beacon.config import format_describe, load_config
+from beacon.configs.cli import config_option
+from beacon.errors import UserError
 
 app = typer.Typer(
     help="Train a model: cold-start SFT, GRPO with NAAR and HGCE, OPD (ReVuE), RFT.",
     no_args_is_help=True,
 )
 
-CONFIG = typer.Option(..., "--config", "-c", help="YAML file of the trainer's config.")
+CONFIG = config_option("The trainer's config.")
 SETS = typer.Option([], "--set", help="Override one key: train.lr=2e-5 (YAML value).")
 RESUME = typer.Option(
     False, "--resume", help="Continue the run in train.output_dir from its newest checkpoint."
@@ -25,19 +30,47 @@ RESUME = typer.Option(
 NO_PROGRESS = typer.Option(
     False, "--no-progress", help="No progress display (sets train.progress_bar=false)."
 )
+SHOW = typer.Option(
+    False,
+    "--show-config",
+    metavar="",
+    help="Print every setting as resolved (--config, --set applied) with its help and exit; "
+    "without --config, the defaults.",
+)
 """The options every train command takes; a bad config or run folder is one line, exit 2
 (`beacon.cli.main`)."""
 
+M = TypeVar("M", bound=BaseModel)
 
-def _overrides(sets: list[str], no_progress: bool) -> list[str]:
-    """The `--set` overrides, then `--no-progress` as the one it stands for."""
-    return [*sets, "train.progress_bar=false"] if no_progress else sets
+
+def _config(
+    cls: type[M],
+    command: str,
+    config: Path | None,
+    sets: list[str],
+    *,
+    no_progress: bool,
+    show: bool,
+) -> M:
+    """The command's resolved config (--no-progress as the `--set` it stands for); with
+    --show-config, print it and exit instead."""
+    sets = [*sets, "train.progress_bar=false"] if no_progress else sets
+    if show:
+        resolved = load_config(cls, config, sets) if config is not None or sets else None
+        typer.echo(format_describe(cls, resolved))
+        raise typer.Exit()
+    if config is None:
+        raise UserError(
+            f"beacon train {command} needs --config: a YAML file or a shipped config's name, e.g. "
+            f"--config {command}_tiny (`beacon configs list` shows them)"
+        )
+    return load_config(cls, config, sets)
 
 
 SFT_EPILOG = """
 Example (tiny model, CPU):
 
-  beacon train sft --config configs/train/sft_tiny.yaml --set train.output_dir=runs/sft
+  beacon train sft --config sft_tiny --set train.output_dir=runs/sft
 
 Rerun with --resume to continue from the newest complete checkpoint.
 """
@@ -49,17 +82,20 @@ def sft_command(
     sets: list[str] = SETS,
     resume: bool = RESUME,
     no_progress: bool = NO_PROGRESS,
+    show: bool = SHOW,
 ) -> None:
     """Cold-start SFT: cross-entropy on generated segments of trajectories."""
     from beacon.train.sft import SFTConfig, run_sft
 
-    run_sft(load_config(SFTConfig, config, _overrides(sets, no_progress)), resume=resume)
+    run_sft(
+        _config(SFTConfig, "sft", config, sets, no_progress=no_progress, show=show), resume=resume
+    )
 
 
 GRPO_EPILOG = """
 Example (tiny model on synth, CPU):
 
-  beacon train grpo --config configs/train/grpo_tiny.yaml --set train.output_dir=runs/grpo
+  beacon train grpo --config grpo_tiny --set train.output_dir=runs/grpo
 
 Ablations: --set rl.reward=binary (GRPO only), rl.reward=naar (+NAAR), rl.hgce.enabled=true
 (+HGCE). Rerun with --resume to continue from the newest complete checkpoint.
@@ -72,18 +108,21 @@ def grpo_command(
     sets: list[str] = SETS,
     resume: bool = RESUME,
     no_progress: bool = NO_PROGRESS,
+    show: bool = SHOW,
 ) -> None:
     """GRPO with the NAAR reward and HGCE hints, rollouts through the agent loop."""
     from beacon.train.grpo import GRPOConfig, run_grpo
 
-    run_grpo(load_config(GRPOConfig, config, _overrides(sets, no_progress)), resume=resume)
+    run_grpo(
+        _config(GRPOConfig, "grpo", config, sets, no_progress=no_progress, show=show), resume=resume
+    )
 
 
 OPD_EPILOG = """
 Example (tiny student and teacher, CPU, the scripted synth critic over local HTTP):
 
   beacon tiny make runs/tiny-student --seed 0 && beacon tiny make runs/tiny-teacher --seed 1
-  beacon train opd --config configs/train/opd_tiny.yaml
+  beacon train opd --config opd_tiny
   beacon revue analyze runs/opd-tiny
 
 Variants: --set teacher.context=base|gt|reflection, --set revue.weighting=revue|uniform|...
@@ -98,11 +137,14 @@ def opd_command(
     sets: list[str] = SETS,
     resume: bool = RESUME,
     no_progress: bool = NO_PROGRESS,
+    show: bool = SHOW,
 ) -> None:
     """On-policy distillation with ReVuE: critic reflections and token-impact weights."""
     from beacon.train.opd import OPDConfig, run_opd
 
-    run_opd(load_config(OPDConfig, config, _overrides(sets, no_progress)), resume=resume)
+    run_opd(
+        _config(OPDConfig, "opd", config, sets, no_progress=no_progress, show=show), resume=resume
+    )
 
 
 RFT_EPILOG = """
@@ -110,10 +152,10 @@ Example (tiny student on CPU; a scripted synth teacher that is right):
 
   beacon tiny make runs/tiny-student --seed 0
   beacon data scripted-expert --port 8011 &
-  beacon train rft --config configs/train/rft_tiny_scripted.yaml
-  beacon train rft --config configs/train/rft_tiny_scripted.yaml --resume
+  beacon train rft --config rft_tiny_scripted
+  beacon train rft --config rft_tiny_scripted --resume
 
-configs/train/rft_tiny.yaml samples opd_tiny.yaml's random tiny teacher
+--config rft_tiny samples opd_tiny's random tiny teacher
 instead (it verifies nothing, and the run says so).
 Stages: sample the teacher (teacher/), keep verified answers (verified/),
 SFT the student (sft/); counts per stage in summary.json. --resume skips
@@ -127,16 +169,16 @@ def rft_command(
     sets: list[str] = SETS,
     resume: bool = RESUME,
     no_progress: bool = NO_PROGRESS,
+    show: bool = SHOW,
 ) -> None:
     """RFT: SFT the student on the teacher's verified trajectories (sample, verify, sft)."""
     from beacon.data.records import StageSummary
     from beacon.eval.runner import InfrastructureErrors
     from beacon.train.rft import RFTConfig, run_rft
 
+    cfg = _config(RFTConfig, "rft", config, sets, no_progress=no_progress, show=show)
     try:
-        summary = run_rft(
-            load_config(RFTConfig, config, _overrides(sets, no_progress)), resume=resume
-        )
+        summary = run_rft(cfg, resume=resume)
     except InfrastructureErrors as exc:  # teacher server down: rerun with --resume retries them
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
