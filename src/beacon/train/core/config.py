@@ -43,6 +43,26 @@ class LoraConfig(StrictModel):
     )
 
 
+class ServedRolloutConfig(StrictModel):
+    """Where a recipe's rollouts run: an in-process hf engine, or `beacon serve` processes
+    (`beacon.train.core.weight_sync`). GRPO's and OPD's `rollout:` sections both hold these."""
+
+    concurrency: int = Field(32, ge=1, description="Episodes in flight in the agent loop.")
+    servers: list[str] = Field(
+        default_factory=list,
+        description="Base URLs (ending in /v1) of `beacon serve` processes to roll out on, "
+        "requests spread over them, new weights pushed to each after every step; empty: an "
+        "in-process hf engine.",
+    )
+    server_model: str = Field("beacon", description="Served model name of the servers.")
+    server_timeout_s: float = Field(300.0, gt=0, description="Per-request timeout on servers.")
+    server_api_key_env: str | None = Field(
+        None,
+        description="Environment variable holding the servers' API key (`beacon serve "
+        "--api-key`), sent with every request and weight push; None: no key.",
+    )
+
+
 class ModelConfig(StrictModel):
     """The checkpoint to train and how to hold it."""
 

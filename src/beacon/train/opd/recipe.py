@@ -6,10 +6,14 @@ frozen teacher in-process (or a teacher server), item pool, sandbox + agent loop
 (`probe`) -> `loop.run` with `opd_step` (Algorithm 1).
 
 Deviations and limits:
-1. Several processes run DDP (each rolls out its share of a step's items with its own teacher);
-   FSDP and DeepSpeed are refused: the student is scored through its inner model's hidden
-   states (`score.SequenceScorer`), which a sharded wrapper does not allow.
-2. Rollouts run on an in-process `hf` engine that gets the trainer's weights after each step.
+1. Several processes each roll out their share of a step's items with their own teacher; the
+   student is scored through the model `accelerator.prepare` returned (`score.SequenceScorer`)
+   and back-propagated as every trainer's (`loop.accumulate`, `loop.backward`), so the launch
+   may be DDP, FSDP or DeepSpeed. The teacher is not sharded: each process holds a whole copy
+   (or set `teacher.base_url`).
+2. Rollouts run on an in-process `hf` engine or on the `beacon serve` processes of
+   `rollout.servers`, built and given the trainer's weights after each step by the code GRPO
+   uses (`train.core.weight_sync`).
 3. Exact resume: items, rollout seeds and random weightings depend only on (seed, step), and the
    checkpoint restores model, optimizer, scheduler and RNGs; `revue.jsonl`, `critic.jsonl` and
    `metrics.jsonl` are cut back to the checkpoint's step; `teacher_check.json` is read back.
@@ -26,6 +30,7 @@ from beacon.rollout import Rollouts
 from beacon.train.core import loop
 from beacon.train.core.checkpoint import TrainState
 from beacon.train.core.setup import build_policy, open_run
+from beacon.train.core.weight_sync import rollout_engine
 from beacon.train.opd.config import OPD_OPERATIONAL_KEYS, OPDConfig
 from beacon.train.opd.critic import CRITIC_LOG, CriticRunner
 from beacon.train.opd.probe import CHECK_FILE, teacher_check
@@ -77,15 +82,15 @@ def build_parts(cfg: OPDConfig, accelerator: Any, run_dir: Any, stack: Any) -> O
     """Student, rollout engine, teacher, critic, sandbox and agent loop; closed by `stack`."""
     from beacon.agent.loop import AgentLoop
     from beacon.benchmarks.base import get_benchmark
-    from beacon.engines.hf import HFEngine
     from beacon.images import ImageStore
     from beacon.sandbox import Sandbox
     from beacon.train.core.collate import PixelCache, rollout_check
 
     policy = build_policy(cfg.model, cfg.train, accelerator)
-    engine = HFEngine(
-        cfg.model.path, device=str(accelerator.device), batch_size=cfg.rollout.batch_size
+    weight_sync = rollout_engine(
+        cfg.model.path, cfg.rollout, str(accelerator.device), cfg.rollout.batch_size
     )
+    engine = weight_sync.engine
     stack.callback(engine.close)
     tokenizer = engine.tokenizer
     check_vocab(tokenizer, cfg.teacher.path)
@@ -116,10 +121,13 @@ def build_parts(cfg: OPDConfig, accelerator: Any, run_dir: Any, stack: Any) -> O
         ),
         store=store,
         tokenizer=tokenizer,
-        student=SequenceScorer(accelerator.unwrap_model(policy.model), tokenizer, pixels),
+        student=SequenceScorer(
+            policy.model, tokenizer, pixels, inner=accelerator.unwrap_model(policy.model)
+        ),
         teacher=make_teacher(cfg, accelerator.device, tokenizer, pixels, store),
         critic=critic,
         run_dir=run_dir,
+        weight_sync=weight_sync,
     )
 
 
@@ -127,8 +135,12 @@ def check_teacher(parts: OPDParts) -> None:
     """The teacher check before step 1; an in-process teacher also rolls out for its accuracy
     on an engine of its own, closed again before training."""
     cfg, rollout = parts.cfg, parts.cfg.rollout
-    measured = (parts.run_dir / CHECK_FILE).exists()
-    if not cfg.teacher_check.enabled or measured or cfg.teacher.base_url is not None:
+    if not cfg.teacher_check.enabled or (parts.run_dir / CHECK_FILE).exists():
+        teacher_check(parts, cfg.teacher_check, None)  # nothing, or the check read back
+        return
+    # the student's rollouts sample from its weights: servers may still hold another run's
+    parts.weight_sync(parts.policy.accelerator, parts.policy.model)
+    if cfg.teacher.base_url is not None:
         teacher_check(parts, cfg.teacher_check, None)
         return
     from beacon.agent.loop import AgentLoop
@@ -151,17 +163,9 @@ def run_opd(cfg: OPDConfig, resume: bool = False) -> TrainState:
     """Train `cfg` into `train.output_dir`; `resume` continues from its newest checkpoint."""
     items = {"rollout.items_per_step": cfg.rollout.items_per_step}
     accelerator, run_dir = open_run(cfg, resume, OPD_OPERATIONAL_KEYS, per_process=items)
-    from accelerate.utils import DistributedType
-
-    if accelerator.distributed_type in (DistributedType.FSDP, DistributedType.DEEPSPEED):
-        raise ValueError(
-            f"beacon train opd runs under DDP, not {accelerator.distributed_type}: the "
-            "student is scored through its inner model's hidden states; launch with "
-            "`accelerate launch --multi_gpu` (or one process)"
-        )
     with contextlib.ExitStack() as stack:
         parts = build_parts(cfg, accelerator, run_dir, stack)
-        student = parts.student.model
+        policy = parts.policy
         check_teacher(parts)
         state = loop.run(
             parts.policy,
@@ -169,7 +173,7 @@ def run_opd(cfg: OPDConfig, resume: bool = False) -> TrainState:
             run_dir,
             resume,
             step=lambda state: opd_step(parts, state),
-            sync=lambda: parts.rollouts.loop.engine.update_weights(student.state_dict().items()),
+            sync=lambda: parts.weight_sync(policy.accelerator, policy.model),
             logs=(REVUE_LOG, CRITIC_LOG),
             health=cfg.health,
         )
