@@ -107,19 +107,20 @@ class SequenceScorer:
     ) -> Tensor:
         """`fn(hidden, head)` run as the output projection of one forward over `encoded`:
         `hidden` [T, H] the final (normed) hidden states at `positions`, `head` the projection
-        module, its weights in place; the forward's logits (what `fn` returned) come back."""
+        module, its weights in place; the forward's logits (what `fn` returned: a new tensor,
+        not a view, as FSDP2 hangs its pre-backward hook on the forward's output) come back."""
         batch = collate(
             [encoded], self.tokenizer.pad_token_id, self.tokenizer.image_token_id, self.pixels
         )
         device = self.head.weight.device
         inputs = batch.to(device).model_inputs()
         with self._lock:
-            self.head.forward = lambda hidden: fn(hidden[0], self.head)[None]
+            self.head.forward = lambda hidden: fn(hidden[0], self.head)
             try:
                 out = self.model(**inputs, logits_to_keep=positions.to(device))
             finally:
                 del self.head.forward
-        return out.logits[0]
+        return out.logits
 
     @torch.no_grad()
     def teacher_scores(self, encoded: EncodedTrajectory, k: int, chunk_size: int) -> TeacherScores:
@@ -132,7 +133,7 @@ class SequenceScorer:
             scores.append(
                 teacher_topk(hidden, head.weight, ids.to(hidden.device), k, chunk_size, head.bias)
             )
-            return hidden[:, :0]
+            return hidden.new_zeros(0)
 
         self.project(encoded, positions - 1, topk)
         return scores[0]
