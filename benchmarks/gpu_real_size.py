@@ -404,6 +404,7 @@ def sharded_rows(bench: Bench, a: argparse.Namespace, student: Path, teacher: Pa
         cfg = sharded_config(recipe, a, student, teacher)
         run = Path(cfg["train"]["output_dir"])
         setting = f"{recipe}: 2 steps, checkpoint-2 deleted, resumed from checkpoint-1"
+        setting += " (CPU: no FSDP in accelerate)" * (a.device == "cpu")
         failure = ""
         for phase in ("fresh", "resume"):
             if bench.left() < 30:

@@ -3,6 +3,10 @@ in argv[2] (JSON), resumed from its newest checkpoint when argv[3] is "resume". 
 it under `accelerate launch --config_file examples/accelerate/fsdp.yaml --num_processes 1`
 (FSDP2, SHARDED_STATE_DICT) on a GPU, or plainly on CPU, where accelerate has no FSDP.
 
+GRPO's and OPD's rollout engines sample through `synth_choices` (answer one of the items'
+answers, or crop), as `grpo_step.py` does: a random model's own samples give GRPO equal rewards
+(no gradient) and, at the real vocabulary, ids the tiny tokenizer cannot decode.
+
 It writes `launch-<fresh|resume>.json` into the run folder: the distributed type and FSDP
 version the recipe's `Accelerator` ran with, and the peak GPU memory.
 
@@ -31,6 +35,8 @@ def run(recipe: str, raw: dict[str, Any], resume: bool) -> None:
         return made[-1]
 
     setup.make_accelerator = recorded  # open_run looks it up at call time
+    if recipe != "sft":
+        choose_answers(raw)
     if recipe == "sft":
         from beacon.train.sft import SFTConfig, run_sft
 
@@ -54,6 +60,26 @@ def run(recipe: str, raw: dict[str, Any], resume: bool) -> None:
     if acc.is_main_process:
         name = "launch-resume.json" if resume else "launch-fresh.json"
         (Path(raw["train"]["output_dir"]) / name).write_text(json.dumps(info))
+
+
+def choose_answers(raw: dict[str, Any]) -> None:
+    """Every `HFEngine` built from now on samples through `synth_choices` over the answers of
+    the run's synth items."""
+    from beacon.benchmarks import get_benchmark
+    from beacon.engines.hf import HFEngine
+    from beacon.testing.script_choice import synth_choices
+
+    data = raw.get("data", {})  # OPD's items; GRPO's are rollout.limit / data_seed
+    limit = data.get("limit", raw["rollout"].get("limit"))
+    seed = data.get("seed", raw["rollout"].get("data_seed", 0))
+    answers = sorted({s.answer for s in get_benchmark("synth").load(limit=limit, seed=seed)})
+    init = HFEngine.__init__
+
+    def choosing(self: HFEngine, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        self.logits_processors = [synth_choices(self.tokenizer, answers)]
+
+    HFEngine.__init__ = choosing  # type: ignore[method-assign]
 
 
 if __name__ == "__main__":

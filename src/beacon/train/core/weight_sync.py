@@ -51,21 +51,27 @@ class WeightSync:
 
 
 def rollout_engine(
-    model_path: str, rollout: ServedRolloutConfig, device: str, batch_size: int
+    model_path: str,
+    rollout: ServedRolloutConfig,
+    device: str,
+    batch_size: int,
+    tokenizer: Any = None,
 ) -> WeightSync:
     """The engine rollouts run on (in-process `hf` of `model_path`, or the servers of
-    `rollout.servers`), and how new weights reach it."""
+    `rollout.servers`), and how new weights reach it; `tokenizer` is the run's handle of
+    `model_path`'s tokenizer and processor (loaded here when None)."""
+    from beacon.engines.tokenizer import HFTokenizer
+
+    tokenizer = tokenizer or HFTokenizer.from_pretrained(model_path)
     if not rollout.servers:
         from beacon.engines.hf import HFEngine
 
-        engine = HFEngine(model_path, device=device, batch_size=batch_size)
+        engine = HFEngine(model_path, device=device, batch_size=batch_size, tokenizer=tokenizer)
         return WeightSync(engine, engine.load_weights, shared=False)
     from beacon.engines.openai import OpenAIEngine
     from beacon.engines.spread import SpreadEngine
-    from beacon.engines.tokenizer import HFTokenizer
     from beacon.engines.weights import push_weights, weights_payload
 
-    tokenizer = HFTokenizer.from_pretrained(model_path)
     key = server_api_key(rollout.server_api_key_env)
     engines = [
         OpenAIEngine(

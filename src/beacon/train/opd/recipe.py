@@ -14,7 +14,10 @@ Deviations and limits:
 2. Rollouts run on an in-process `hf` engine or on the `beacon serve` processes of
    `rollout.servers`, built and given the trainer's weights after each step by the code GRPO
    uses (`train.core.weight_sync`).
-3. Exact resume: items, rollout seeds and random weightings depend only on (seed, step), and the
+3. One tokenizer/processor handle, the student's, serves the student, its rollout engine, the
+   teacher's scoring and the teacher check's engine (`check_vocab` has made sure the teacher
+   maps ids to the same tokens; it loads the teacher's tokenizer for that comparison only).
+4. Exact resume: items, rollout seeds and random weightings depend only on (seed, step), and the
    checkpoint restores model, optimizer, scheduler and RNGs; `revue.jsonl`, `critic.jsonl` and
    `metrics.jsonl` are cut back to the checkpoint's step; `teacher_check.json` is read back.
 """
@@ -51,7 +54,8 @@ def make_teacher(cfg: OPDConfig, device: Any, tokenizer: Any, pixels: Any, store
 
 
 def check_vocab(student_tok: Any, teacher_path: str) -> None:
-    """The teacher scores the student's ids, so both must map ids to the same tokens."""
+    """The teacher scores the student's ids, so both must map ids to the same tokens (the
+    teacher's tokenizer is loaded for this comparison only: the run uses the student's)."""
     from beacon.engines.tokenizer import HFTokenizer
 
     teacher_tok = HFTokenizer.from_pretrained(teacher_path)
@@ -82,18 +86,20 @@ def build_parts(cfg: OPDConfig, accelerator: Any, run_dir: Any, stack: Any) -> O
     """Student, rollout engine, teacher, critic, sandbox and agent loop; closed by `stack`."""
     from beacon.agent.loop import AgentLoop
     from beacon.benchmarks.base import get_benchmark
+    from beacon.engines.tokenizer import HFTokenizer
     from beacon.images import ImageStore
     from beacon.sandbox import Sandbox
     from beacon.train.core.collate import PixelCache, rollout_check
 
+    tokenizer = HFTokenizer.from_pretrained(cfg.model.path)  # the run's one handle
+    check_vocab(tokenizer, cfg.teacher.path)
     policy = build_policy(cfg.model, cfg.train, accelerator)
+    device = str(accelerator.device)
     weight_sync = rollout_engine(
-        cfg.model.path, cfg.rollout, str(accelerator.device), cfg.rollout.batch_size
+        cfg.model.path, cfg.rollout, device, cfg.rollout.batch_size, tokenizer
     )
     engine = weight_sync.engine
     stack.callback(engine.close)
-    tokenizer = engine.tokenizer
-    check_vocab(tokenizer, cfg.teacher.path)
     store = ImageStore(run_dir / "images")
     pixels = PixelCache(tokenizer.processor.image_processor, store.get)
     bench = get_benchmark(cfg.data.benchmark)
@@ -133,7 +139,7 @@ def build_parts(cfg: OPDConfig, accelerator: Any, run_dir: Any, stack: Any) -> O
 
 def check_teacher(parts: OPDParts) -> None:
     """The teacher check before step 1; an in-process teacher also rolls out for its accuracy
-    on an engine of its own, closed again before training."""
+    on an engine of its own (the run's tokenizer handle), closed again before training."""
     cfg, rollout = parts.cfg, parts.cfg.rollout
     if not cfg.teacher_check.enabled or (parts.run_dir / CHECK_FILE).exists():
         teacher_check(parts, cfg.teacher_check, None)  # nothing, or the check read back
@@ -147,7 +153,9 @@ def check_teacher(parts: OPDParts) -> None:
     from beacon.engines.hf import HFEngine
 
     device = str(parts.policy.accelerator.device)
-    engine = HFEngine(cfg.teacher.path, device=device, batch_size=rollout.batch_size)
+    engine = HFEngine(
+        cfg.teacher.path, device=device, batch_size=rollout.batch_size, tokenizer=parts.tokenizer
+    )
     sandbox = parts.rollouts.loop.sandbox
     with AgentLoop(engine, sandbox, rollout.agent, store=parts.store) as agent:
         rollouts = Rollouts(
