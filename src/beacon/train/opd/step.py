@@ -301,7 +301,7 @@ def _placeholder_loss(parts: OPDParts, distilled: list[Distilled]) -> torch.Tens
     """A loss of weight 0 through the student's forward, for a process with fewer trajectories
     to train than another (`loop.accumulate`): on its first trajectory of the step (its images
     keep the vision tower in the graph, as DDP expects of every parameter), or on two text
-    tokens when it has none."""
+    tokens when it has none (then DDP needs `train.ddp_find_unused_parameters`)."""
     encoded = next((e for d in distilled for e in d.encoded), None)
     if encoded is None:
         pad = parts.tokenizer.pad_token_id
