@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
 from beacon.train.core import weight_sync
 from beacon.train.core.checkpoint import latest_checkpoint
@@ -86,3 +87,37 @@ def test_opd_on_two_servers_repeats_in_process_rollouts_and_survives_a_restart(
     assert [m["step"] for m in rows] == [1, 2, 3]
     assert rows[0][GAP] < 1e-4 and rows[1][GAP] > 1e-3 and rows[2][GAP] < 1e-4
     assert "health alarm sampler_logprob_gap at step 2" in caplog.text
+
+
+class _Acc:
+    """The accelerator calls `WeightSync` makes, recorded."""
+
+    is_fsdp2 = False
+    state = type("State", (), {"deepspeed_plugin": None})()
+
+    def __init__(self, main: bool) -> None:
+        self.is_main_process, self.calls = main, []
+
+    def unwrap_model(self, model: Any) -> Any:
+        return model
+
+    def wait_for_everyone(self) -> None:
+        self.calls.append("wait")
+
+
+@pytest.mark.parametrize(
+    ("shared", "main", "pushed", "calls"),
+    [(True, True, 1, ["wait"]), (True, False, 0, ["wait"]), (False, False, 1, [])],
+    ids=["servers-main", "servers-other", "in-process"],
+)
+def test_servers_get_one_push_per_step_in_process_engines_one_each(
+    shared: bool, main: bool, pushed: int, calls: list[str]
+) -> None:
+    """Servers are shared by all processes: the main process pushes, the others wait until it
+    is done; each process pushes into its own in-process engine."""
+    received: list[dict] = []
+    sync = weight_sync.WeightSync(engine=None, push=received.append, shared=shared)
+    acc = _Acc(main)
+    sync(acc, torch.nn.Linear(2, 2))
+    assert len(received) == pushed and acc.calls == calls
+    assert all(set(r) == {"weight", "bias"} for r in received)
