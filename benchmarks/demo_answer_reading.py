@@ -44,13 +44,18 @@ def models(stages: DemoStages, seeds: int) -> dict[str, Path]:
     return out
 
 
+def _full_logits(hidden: torch.Tensor, head: torch.nn.Linear) -> torch.Tensor:
+    """The full-vocabulary logits of `hidden` (one position here)."""
+    return torch.nn.functional.linear(hidden, head.weight, head.bias)
+
+
 def answer_reading(scorer: SequenceScorer, episodes: list[tuple], digit_id: dict[str, int]):
     """Per category: [entropy sum, p(right) sum, arg-max right, episodes]."""
     sums: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])
     for category, answer, encoded in episodes:
         at = int(supervised_positions(encoded)[-2])  # "<answer>", digit, "</answer>"
         with torch.no_grad():
-            logits = scorer.head(scorer.hidden(encoded)[at - 1])
+            logits = scorer.project(encoded, torch.tensor([at - 1]), _full_logits)[0]
         p = logits.softmax(-1)
         right = digit_id[answer]
         row = sums[category]

@@ -25,6 +25,19 @@ project's own code in a fresh process (its peak memory is its own):
    V = 151,936, T = 4096, H = 2048, bf16.
 4. The `hf` engine's generated tokens/s at batch 1, 8, 32 (an image prompt; end-of-sequence
    kept away, so every row runs to its max tokens), both models.
+5. FSDP2 (`--fsdp2`, alone): `beacon train sft`, `grpo` and `opd` each for two steps under
+   `accelerate launch --config_file <shipped fsdp config> --num_processes 1` (FSDP2,
+   SHARDED_STATE_DICT, bf16, gradient checkpointing; `sharded_steps.py`), a checkpoint after
+   each; checkpoint-2 is deleted and the run resumed from checkpoint-1's sharded state, so step
+   2 runs again: the row gives the distributed type and FSDP version the recipe's Accelerator
+   ran with, the state's layout, and step 2's loss and grad norm both times. The student has
+   the 3B widths (hidden 2048, vocabulary 151,936) cut to 4 decoder layers and 4 vision blocks
+   ("3B-cut"): a whole 3B checkpoint holds ~60 GB (fp32 model 15 + its shards 15 + AdamW 30),
+   two of them more than the machine's 64 GiB disk. OPD's teacher is a small random model on
+   the same vocabulary. On CPU the same runs go without FSDP: accelerate chooses FSDP only for
+   an accelerator device (`AcceleratorState`, accelerate/state.py 947-974, 1.16), and CPU
+   processes get MULTI_CPU / DDP even with an FSDP2 plugin (tests/train/test_fsdp2.py runs the
+   step code under torch's `fully_shard` on CPU instead).
 
 Every section is guarded: an error (OOM, a missing package) is printed in its row and the run
 goes on; a section starts only if --budget-s has about its time left, and one still running at
@@ -33,6 +46,7 @@ the budget is stopped and says so. One markdown table at the end (and in --out).
     python benchmarks/gpu_real_size.py [--out table.md]   # a GPU: 3B + 7B, <= 450 s
     python benchmarks/gpu_real_size.py --device cpu       # CPU variant (the default w/o CUDA)
     python benchmarks/gpu_real_size.py --dry-run          # configs + parameter counts (meta)
+    python benchmarks/gpu_real_size.py --fsdp2            # section 5 alone (GPU: ~5 min)
 
 The CPU variant runs the same code with small shapes (hidden 256 / 384, the tiny tokenizer's
 vocabulary), 8 rows per naive micro-batch, OPD at T = 256 in float32 and 16 new tokens; its MFU
@@ -42,10 +56,13 @@ column is "-". The 3B checkpoint is deleted before the 7B one is built (disk).
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing as mp
 import os
 import platform
 import shutil
+import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -58,6 +75,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import grpo_step
 import opd_loss
 import train_throughput
+from beacon.configs import config_path
 
 ARCH = "qwen2_5_vl"
 BATCH = 32  # SFT trajectories per step
@@ -66,6 +84,7 @@ VISION = {"depth": 32, "hidden_size": 1280, "intermediate_size": 3420, "num_head
 VISION |= {"window_size": 112, "fullatt_block_indexes": [7, 15, 23, 31]}
 SMALL_VISION = {"depth": 2, "hidden_size": 64, "intermediate_size": 128, "num_heads": 2}
 SMALL_VISION |= {"window_size": 112, "fullatt_block_indexes": [1]}
+CUT_VISION = {"depth": 4, "fullatt_block_indexes": [3]}
 TEXT_KEYS = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
 TEXT_KEYS += ("num_key_value_heads", "vocab_size", "tie_word_embeddings")
 SHAPES = {  # TEXT_KEYS' values (vocab None: the tiny tokenizer's), vision; CPU stand-ins last
@@ -73,7 +92,13 @@ SHAPES = {  # TEXT_KEYS' values (vocab None: the tiny tokenizer's), vision; CPU 
     "7B": ((3584, 18944, 28, 28, 4, 152064, False), VISION),
     "small": ((256, 1024, 4, 4, 2, None, True), SMALL_VISION),
     "small-wide": ((384, 1536, 6, 6, 2, None, False), SMALL_VISION),
+    "3B-cut": ((2048, 11008, 4, 16, 2, 151936, True), VISION | CUT_VISION),
+    "teacher": ((256, 1024, 2, 4, 2, 151936, True), SMALL_VISION),
 }
+SHARDED = {"cuda": ("3B-cut", "teacher"), "cpu": ("small", "small-wide")}
+"""Student and OPD teacher of the FSDP2 section (`sharded_rows`), by device."""
+BENCH_DIR = Path(__file__).resolve().parent
+FSDP_CONFIG = config_path("fsdp")  # the shipped accelerate config (`beacon configs cp fsdp`)
 Sizes = namedtuple("Sizes", "models micro sft_steps prompts group positions dtype tokens budget_s")
 SIZES = {  # models as 3B, 7B; naive rows per micro-batch; timed SFT steps; GRPO prompts x G;
     # OPD T and dtype; new tokens per generation; budget
@@ -129,7 +154,7 @@ def build_job(job: dict) -> dict:
 
     start, out = time.perf_counter(), Path(job["out"])
     config = model_config(job["shape"])
-    torch.manual_seed(0)
+    torch.manual_seed(job.get("seed", 0))
     with torch.device(job["device"]):
         model = AutoModelForImageTextToText.from_config(config, dtype=torch.bfloat16)
     model.save_pretrained(out)
@@ -328,9 +353,96 @@ def generation_rows(bench: Bench, a: argparse.Namespace, name: str, model: Path)
         bench.row("generate", name, setting, *cells, f"{tps[b] / tps[1]:.1f}x")
 
 
-def build(bench: Bench, a: argparse.Namespace, name: str) -> Path | None:
+def sharded_config(recipe: str, a: argparse.Namespace, student: Path, teacher: Path) -> dict:
+    """Two steps of `recipe` on `student`, a checkpoint after each (both kept)."""
+    out = a.work / f"fsdp2-{recipe}"
+    train = {"output_dir": str(out), "max_steps": 2, "save_every": 1, "keep_last": 2}
+    train |= {"lr": 1e-4, "min_lr_ratio": 1.0, "progress_bar": False, "tensorboard": False}
+    model = {"path": str(student), "gradient_checkpointing": True, "mixed_precision": "auto"}
+    agent = {"max_turns": 2, "max_new_tokens_per_turn": 24, "max_total_new_tokens": 48}
+    if recipe == "sft":
+        cfg = train_throughput.config(student, a.data, out, "bucket", 8, a.sizes.micro, 4096)
+    elif recipe == "grpo":
+        cfg = grpo_step.settings(out, argparse.Namespace(prompts=2, group_size=4))
+        cfg["agent"] |= agent
+    else:
+        rollout = {"group_size": 4, "items_per_step": 2, "batch_size": 8, "concurrency": 8}
+        cfg = {
+            "teacher": {"path": str(teacher), "context": "base", "reencode_check": False},
+            "teacher_check": {"enabled": False},
+            "data": {"benchmark": "synth", "limit": 4},
+            "rollout": rollout | {"agent": agent | {"code_temperature": 0.0}},
+            "revue": {"weighting": "uniform"},
+        }
+    return cfg | {"model": model, "train": cfg.get("train", {}) | train}
+
+
+def sharded_launch(a: argparse.Namespace, recipe: str, cfg: dict, timeout_s: float) -> str:
+    """`sharded_steps.py` of `cfg` (FSDP2 launch on cuda, a plain process on cpu): "" when
+    it succeeded, else its last error line."""
+    args = [str(BENCH_DIR / "sharded_steps.py"), recipe, json.dumps(cfg)]
+    args += ["resume"] * Path(cfg["train"]["output_dir"], "checkpoint-1").exists()
+    cmd = [sys.executable, *args]
+    if a.device == "cuda":
+        accelerate = shutil.which("accelerate") or "accelerate"
+        cmd = [accelerate, "launch", "--config_file", str(FSDP_CONFIG), "--num_processes", "1"]
+        cmd += args
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        _, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # the launcher and its workers
+        proc.communicate()
+        return f"stopped after {timeout_s:.0f} s"
+    return "" if proc.returncode == 0 else (err.strip().splitlines() or ["no output"])[-1]
+
+
+def sharded_rows(bench: Bench, a: argparse.Namespace, student: Path, teacher: Path) -> None:
+    """Section 5: each recipe fresh for 2 steps, then again from checkpoint-1's state."""
+    from beacon.train.core.metrics import read_metrics
+
+    name = SHARDED[a.device][0]
+    for recipe in ("sft", "grpo", "opd"):
+        cfg = sharded_config(recipe, a, student, teacher)
+        run = Path(cfg["train"]["output_dir"])
+        setting = f"{recipe}: 2 steps, checkpoint-2 deleted, resumed from checkpoint-1"
+        setting += " (CPU: no FSDP in accelerate)" * (a.device == "cpu")
+        failure = ""
+        for phase in ("fresh", "resume"):
+            if bench.left() < 30:
+                failure = f"skipped: {bench.left():.0f} s of the budget left"
+                break
+            failure = sharded_launch(a, recipe, cfg, bench.left())
+            if "SandboxError" in failure:  # no namespaces on this machine: timing only
+                cfg["sandbox" if recipe == "grpo" else "rollout"]["sandbox"] = {"isolation": "none"}
+                failure = sharded_launch(a, recipe, cfg, bench.left())
+            if failure:
+                break
+            if phase == "fresh":
+                fresh = read_metrics(run / "metrics.jsonl")[-1]
+                shutil.rmtree(run / "checkpoint-2")
+        if failure:
+            bench.row("FSDP2", name, setting, failure, "", "")
+            shutil.rmtree(run, ignore_errors=True)
+            continue
+        again = read_metrics(run / "metrics.jsonl")[-1]
+        info = json.loads((run / "launch-resume.json").read_text())
+        state = run / "checkpoint-2" / "state"
+        shards = sorted(p.name for p in state.iterdir() if p.is_dir())
+        layout = f"sharded state {', '.join(shards)}" if shards else "whole state"
+        how = f"{info['distributed_type']} v{info['fsdp_version']}, {layout}"
+        figure = f"{how}, peak {info['peak_gib']:.1f} GiB"
+        base = f"step 2 loss {fresh['loss']:.6f}, grad norm {fresh['grad_norm']:.4f}"
+        resumed = f"resumed: loss {again['loss']:.6f}, grad norm {again['grad_norm']:.4f}"
+        bench.row("FSDP2", name, setting, figure, base, resumed)
+        shutil.rmtree(run)  # disk for the next recipe
+
+
+def build(bench: Bench, a: argparse.Namespace, name: str, seed: int = 0) -> Path | None:
     out, c = a.work / f"model-{name}", a.counts[name]
-    job = {"shape": name, "device": a.device, "out": str(out)}
+    job = {"shape": name, "device": a.device, "out": str(out), "seed": seed}
     r = bench.isolated(build_job, job, need_s=40 if name == a.sizes.models[0] else 60)
     setting = f"random bf16, {c['total'] / 1e6:,.0f}M params ({c['vision'] / 1e6:,.0f}M vision)"
     ok = not isinstance(r, str)
@@ -366,6 +478,29 @@ def dry_run() -> None:
     print(f"3B text rope: {text.rope_parameters}, tied: {text.tie_word_embeddings}")
 
 
+def sections(bench: Bench, a: argparse.Namespace) -> None:
+    """Sections 1-4 on both models, the smaller first (its checkpoint deleted before the
+    larger one is built)."""
+    small, large = a.sizes.models
+    if (model := build(bench, a, small)) is not None:
+        sft_rows(bench, a, small, model, lora=False)
+        grpo_rows(bench, a, small, model)
+    opd_rows(bench, a)
+    if model is not None:
+        generation_rows(bench, a, small, model)
+        shutil.rmtree(model)  # disk for the larger one
+    if (model := build(bench, a, large)) is not None:
+        generation_rows(bench, a, large, model)
+        sft_rows(bench, a, large, model, lora=True)
+
+
+def fsdp2_section(bench: Bench, a: argparse.Namespace) -> None:
+    """Section 5: the student and OPD's teacher (another seed), then the recipes' runs."""
+    student, teacher = (build(bench, a, name, seed) for seed, name in enumerate(SHARDED[a.device]))
+    if student is not None and teacher is not None:
+        sharded_rows(bench, a, student, teacher)
+
+
 def main() -> None:
     import torch
 
@@ -377,6 +512,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="also write the table here")
     parser.add_argument("--work", type=Path, help="parent of the scratch folder (models, data)")
     parser.add_argument("--dry-run", action="store_true", help="configs, parameter counts")
+    parser.add_argument("--fsdp2", action="store_true", help="only the FSDP2 section (5)")
     a = parser.parse_args()
     if a.dry_run:
         return dry_run()
@@ -385,22 +521,14 @@ def main() -> None:
     from beacon.engines.tiny import cached_tiny_model
 
     a.sizes, a.threads = SIZES[a.device], torch.get_num_threads()
-    bench, (small, large) = Bench(a.budget_s or a.sizes.budget_s), a.sizes.models
-    a.counts = {name: param_counts(name) for name in a.sizes.models}
+    bench = Bench(a.budget_s or a.sizes.budget_s)
+    models = SHARDED[a.device] if a.fsdp2 else a.sizes.models
+    a.counts = {name: param_counts(name) for name in models}
     with tempfile.TemporaryDirectory(dir=a.work) as tmp:
         a.work = Path(tmp)
         tiny = cached_tiny_model(ARCH)
         a.data = train_throughput.write_trajectories(tiny, a.work / "data", BATCH, seed=0)
-        if (model := build(bench, a, small)) is not None:
-            sft_rows(bench, a, small, model, lora=False)
-            grpo_rows(bench, a, small, model)
-        opd_rows(bench, a)
-        if model is not None:
-            generation_rows(bench, a, small, model)
-            shutil.rmtree(model)  # disk for the larger one
-        if (model := build(bench, a, large)) is not None:
-            generation_rows(bench, a, large, model)
-            sft_rows(bench, a, large, model, lora=True)
+        (fsdp2_section if a.fsdp2 else sections)(bench, a)
     table = render(bench, a) + "\n"
     print("\n" + table, end="")
     if a.out:

@@ -124,8 +124,8 @@ def test_auto_keeps_the_fields_where_the_server_takes_them(vllm_like):
 def test_grpo_rollout_servers_refuse_a_server_without_token_ids(hosted, tiny_model_path: Path):
     """Training needs token ids: GRPO's rollout engines send the fields always (on), so a
     hosted API fails every request with the reason instead of training on text."""
+    from beacon.train.core.weight_sync import rollout_engine
     from beacon.train.grpo.config import GRPOConfig
-    from beacon.train.grpo.weight_sync import rollout_engine
 
     base_url, _ = hosted
     cfg = GRPOConfig.model_validate(
@@ -135,7 +135,7 @@ def test_grpo_rollout_servers_refuse_a_server_without_token_ids(hosted, tiny_mod
             "rollout": {"servers": [base_url]},
         }
     )
-    engine, _ = rollout_engine(cfg, "cpu")
+    engine = rollout_engine(cfg.model.path, cfg.rollout, "cpu", batch_size=1).engine
     [result] = engine.generate([_continued_turn()])
     engine.close()
     assert result.finish_reason == "error" and "needs token ids" in result.error

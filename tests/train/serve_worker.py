@@ -1,4 +1,5 @@
-"""`beacon serve` whose hf engine samples through the tests' scripted-choice processor."""
+"""The `beacon` command line (`serve ...` in argv) with every hf engine sampling through the tests'
+scripted-choice processor."""
 
 from __future__ import annotations
 
@@ -13,4 +14,4 @@ if __name__ == "__main__":
     install_choice_processor()
     from beacon.cli import app
 
-    sys.exit(app(["serve", *sys.argv[1:]]))
+    sys.exit(app(sys.argv[1:]))

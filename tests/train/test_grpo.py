@@ -216,7 +216,7 @@ def test_hgce_ratio_uses_hinted_old_and_unhinted_new_logprobs(tmp_path: Path) ->
         assert all(t.mode == "hinted" and t.original_prompt is not None for t in trajs)
         rows = policy_rows(trajs, [1.0] * len(trajs), parts.tokenizer)
         lp = parts.policy
-        old = hinted_old_logprobs(lp.model, rows, trajs, parts.collate, lp.accelerator.device)
+        old = hinted_old_logprobs(lp.accelerator, lp.model, rows, trajs, parts.collate)
         tokens = sum(r.encoded.num_loss_tokens for r in rows)
         totals = StepTotals(sequences=len(rows), loss_tokens=tokens)
         update = policy_update(

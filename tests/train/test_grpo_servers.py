@@ -4,11 +4,7 @@ checkpoint generates (and not what the initial weights do)."""
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -25,30 +21,9 @@ from beacon.train.grpo import run_grpo
 from beacon.train.grpo.config import GRPOConfig
 
 from .grpo_helpers import choice_processor, grpo_settings
+from .servers import API_KEY, beacon_servers
 
-ROOT = Path(__file__).resolve().parents[2]
 SERVE_WORKER = Path(__file__).with_name("serve_worker.py")
-API_KEY = "grpo-test-key"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _wait_healthy(urls: list[str], procs: list[subprocess.Popen], seconds: float) -> None:
-    deadline = time.monotonic() + seconds
-    for url, proc in zip(urls, procs, strict=True):
-        while True:
-            assert proc.poll() is None, f"server {url} exited"
-            assert time.monotonic() < deadline, f"server {url} did not start"
-            try:
-                if httpx.get(url.removesuffix("/v1") + "/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
 
 
 @pytest.mark.slow
@@ -58,38 +33,9 @@ def test_grpo_on_two_servers_pushes_the_new_weights(
     """The servers run as they should beyond one machine: with an API key (from
     BEACON_API_KEY) and weight updates on; the trainer sends the key it reads from
     rollout.server_api_key_env with every request and push."""
-    ports = [_free_port(), _free_port()]
-    urls = [f"http://127.0.0.1:{p}/v1" for p in ports]
-    env = {
-        **os.environ,
-        "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
-    }
-    env["OMP_NUM_THREADS"] = "1"
-    env["BEACON_API_KEY"] = API_KEY
     monkeypatch.setenv("ROLLOUT_KEY", API_KEY)
-    procs = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                str(SERVE_WORKER),
-                "--model",
-                str(tiny_model_path),
-                "--port",
-                str(port),
-                "--served-model-name",
-                "beacon",
-                "--batch-size",
-                "8",
-                "--allow-weight-updates",
-            ],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        for port in ports
-    ]
-    try:
-        _wait_healthy(urls, procs, 180)
+    with beacon_servers(tiny_model_path, 2, [sys.executable, str(SERVE_WORKER)]) as servers:
+        urls = [server.url for server in servers]
         for url in urls:  # the key is required: nothing is answered without it
             assert httpx.get(f"{url}/models", timeout=10).status_code == 401
         settings = grpo_settings(tmp_path / "run", max_steps=1)
@@ -122,11 +68,6 @@ def test_grpo_on_two_servers_pushes_the_new_weights(
             assert torch.allclose(
                 torch.tensor(got.logprobs), torch.tensor(expected.logprobs), atol=1e-4
             )
-    finally:
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:
-            proc.wait(timeout=30)
 
 
 class _Engine:

@@ -186,3 +186,27 @@ def test_shipped_opd_configs_validate(path: Path) -> None:
 
     cfg = load_config(OPDConfig, path, ["revue.alpha=0.05", "teacher.context=base"])
     assert isinstance(cfg, OPDConfig) and cfg.revue.alpha == 0.05
+
+
+def test_one_tokenizer_handle_serves_student_teacher_and_their_engines(
+    tiny_model_path: Path, teacher_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The student's tokenizer and processor are loaded once and shared by its engine, the
+    teacher's scoring and the teacher check's engine; the teacher's own is loaded once more,
+    only to compare the vocabularies."""
+    from beacon.engines.tokenizer import HFTokenizer
+
+    loaded: list[str] = []
+    load = HFTokenizer.from_pretrained.__func__
+
+    def counted(cls: type, path: Any, *args: Any, **kwargs: Any) -> Any:
+        loaded.append(str(path))
+        return load(cls, path, *args, **kwargs)
+
+    monkeypatch.setattr(HFTokenizer, "from_pretrained", classmethod(counted))
+    cfg = settings(tiny_model_path, teacher_path, tmp_path / "run")
+    cfg["train"]["max_steps"] = 1
+    cfg["teacher_check"] = {"enabled": True, "items": 1, "on_fail": "warn"}
+    run_opd(OPDConfig.model_validate(cfg))
+    assert (tmp_path / "run" / "teacher_check.json").exists()  # the teacher's engine ran
+    assert sorted(loaded) == sorted([str(tiny_model_path), str(teacher_path)])

@@ -86,3 +86,29 @@ def test_rebuild_mismatch_is_misaligned(rollout) -> None:
     cond = conditioned_sequence(trajectory, encoded, other, "R", [], tokenizer, store.get, False)
     assert cond.encoded is None and not cond.alignment.aligned
     assert "rebuild" in cond.alignment.reason
+
+
+def test_a_placeholder_trains_nothing_but_reaches_every_language_weight(
+    rollout, tiny_model_path: Path
+) -> None:
+    """A process without trajectories to train (`loop.accumulate`) still runs the student's
+    forward and backward, with a loss of weight 0: zero gradients, no gradient missing."""
+    from types import SimpleNamespace
+
+    from beacon.revue.config import RevueConfig
+    from beacon.train.core.config import ModelConfig
+    from beacon.train.core.setup import load_model
+    from beacon.train.opd.step import _placeholder_loss
+
+    tokenizer = rollout[3].tokenizer
+    model = load_model(ModelConfig(path=str(tiny_model_path)))
+    parts = SimpleNamespace(
+        tokenizer=tokenizer,
+        cfg=SimpleNamespace(revue=RevueConfig()),
+        student=SequenceScorer(model, tokenizer, None),
+    )
+    loss = _placeholder_loss(parts, [])
+    loss.backward()
+    assert float(loss) == 0.0
+    language = [(n, p) for n, p in model.named_parameters() if "visual" not in n]
+    assert all(p.grad is not None and not p.grad.any() for _, p in language)

@@ -102,6 +102,7 @@ class HFEngine:
         batch_size: int = 8,
         logits_processors: Sequence[LogitsProcessorLike] | None = None,
         batch_wait_s: float = 0.002,
+        tokenizer: HFTokenizer | None = None,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size={batch_size} must be at least 1")
@@ -109,7 +110,8 @@ class HFEngine:
         self.device = torch.device(device)
         self.batch_size = batch_size
         self.logits_processors: list[LogitsProcessorLike] = list(logits_processors or [])
-        self.tokenizer = HFTokenizer.from_pretrained(model_path)
+        # a run's one handle when given (OPD: student, teacher and their engines share it)
+        self.tokenizer = tokenizer or HFTokenizer.from_pretrained(model_path)
         self.model = _load_model(self.model_path, self.device, dtype)
         # prompt + new tokens the model has positions for; `beacon serve` refuses longer requests
         self.max_model_len: int | None = getattr(

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from beacon.config import StrictModel
+from beacon.config import StrictModel, env_var_name
 
 OPERATIONAL_KEYS = frozenset(
     {
@@ -52,6 +52,27 @@ class LoraConfig(StrictModel):
         ],
         description="Names of the linear layers that get adapters (Qwen-VL language model).",
     )
+
+
+class ServedRolloutConfig(StrictModel):
+    """Where a recipe's rollouts run: an in-process hf engine, or `beacon serve` processes
+    (`beacon.train.core.weight_sync`). GRPO's and OPD's `rollout:` sections both hold these."""
+
+    concurrency: int = Field(32, ge=1, description="Episodes in flight in the agent loop.")
+    servers: list[str] = Field(
+        default_factory=list,
+        description="Base URLs (ending in /v1) of `beacon serve` processes to roll out on, "
+        "requests spread over them, new weights pushed to each after every step; empty: an "
+        "in-process hf engine.",
+    )
+    server_model: str = Field("beacon", description="Served model name of the servers.")
+    server_timeout_s: float = Field(300.0, gt=0, description="Per-request timeout on servers.")
+    server_api_key_env: str | None = Field(
+        None,
+        description="Environment variable holding the servers' API key (`beacon serve "
+        "--api-key`), sent with every request and weight push; None: no key.",
+    )
+    _env_name = field_validator("server_api_key_env")(env_var_name)
 
 
 class ModelConfig(StrictModel):

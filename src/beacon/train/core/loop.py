@@ -15,8 +15,12 @@ Deviations from accelerate's defaults, and why:
 1. The LR scheduler is not passed through `accelerator.prepare`: the prepared scheduler steps
    once per process per step, which would make the schedule depend on the process count. It is
    registered for checkpointing instead and stepped once per optimizer step.
-2. Gradient accumulation is done by the step functions (`no_sync` on all but the last
-   micro-batch), because the number of micro-batches varies per step with length bucketing.
+2. Gradient accumulation is done by the step functions, because the number of micro-batches
+   varies per step with length bucketing; all three do it the same way (`accumulate`,
+   `backward`): every process runs the same number of micro-batches (the largest count of any
+   process; a process with fewer runs placeholders of weight 0, as FSDP and ZeRO-3 gather
+   parameters in every forward and backward, a collective all must join), `no_sync` on all but
+   the last, and each backward scaled by the process count, as the launch averages gradients.
 
 What is not covered: DeepSpeed runs its own accumulation and expects a fixed number of
 micro-batches per step; use FSDP, or `train.batching=pad` with a fixed micro-batch size there.
@@ -29,7 +33,7 @@ import logging
 import re
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -131,13 +135,39 @@ def rollout_drops(accelerator: Any, stats: RolloutStats) -> dict[str, float]:
     return dropped_metrics(dict(zip(CHECK_REASONS, total[1:], strict=True)), total[0])
 
 
+def accumulate(accelerator: Any, model: torch.nn.Module, count: int) -> Iterator[int]:
+    """The micro-batch indices 0 .. N - 1 of one step's gradient accumulation, each yielded
+    inside its gradient-sync context (`no_sync` on all but the last), N the largest `count`
+    of all processes; an index >= `count` is a placeholder this process runs with weight 0
+    (FSDP and ZeRO-3 gather parameters in every forward and backward: all processes must run
+    as many). The caller's forward and backward of index i run in the loop body."""
+    total = most_of_all(accelerator, count)
+    for i in range(total):
+        with contextlib.nullcontext() if i == total - 1 else accelerator.no_sync(model):
+            yield i
+
+
+def most_of_all(accelerator: Any, count: int) -> int:
+    """The largest `count` of all processes: how many forward passes of the trained model each
+    process runs where their own counts differ (see `accumulate`)."""
+    if accelerator.num_processes == 1:
+        return count
+    local = torch.tensor([count], device=accelerator.device)
+    return int(accelerator.reduce(local, reduction="max")[0])
+
+
+def backward(accelerator: Any, loss: torch.Tensor) -> None:
+    """Back-propagate this process's share of the step's loss (shares of all processes sum to
+    the step's loss): DDP, FSDP and ZeRO average gradients over the processes, so the share is
+    scaled by the process count to make that average the gradient of the sum."""
+    accelerator.backward(loss * accelerator.num_processes)
+
+
 def forward_backward(
     accelerator: Any, model: torch.nn.Module, batches: list[ModelBatch]
 ) -> StepResult:
-    """Accumulate gradients of Eq. 1 over this process's micro-batches; sums over processes.
-
-    DDP averages gradients over processes, so each process scales its sum by world / N.
-    """
+    """Accumulate gradients of Eq. 1 over this process's micro-batches (`accumulate`,
+    `backward`: this process's NLL sum over the step's target count); sums over processes."""
     device = accelerator.device
     local = torch.tensor(
         [
@@ -155,16 +185,13 @@ def forward_backward(
             "this step has no target tokens (no generated segments in its trajectories); check "
             "that data.train holds trajectories with generated segments"
         )
-    scale = accelerator.num_processes / targets
     nll_sum = torch.zeros((), device=device, dtype=torch.float32)
-    for i, batch in enumerate(batches):
-        last = i == len(batches) - 1
-        sync = contextlib.nullcontext() if last else accelerator.no_sync(model)
-        with sync:
-            batch = batch.to(device)
-            logits = model(**batch.model_inputs()).logits
-            nll = summed_token_nll(logits, batch.labels)
-            accelerator.backward(nll * scale)
+    for i in accumulate(accelerator, model, len(batches)):
+        weight = 1.0 if i < len(batches) else 0.0  # a placeholder repeats batch 0, weight 0
+        batch = batches[i if weight else 0].to(device)
+        logits = model(**batch.model_inputs()).logits
+        nll = summed_token_nll(logits, batch.labels) * weight
+        backward(accelerator, nll / targets)
         nll_sum += nll.detach()
     total_nll = accelerator.reduce(nll_sum, reduction="sum")
     return StepResult(

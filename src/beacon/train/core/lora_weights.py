@@ -7,17 +7,23 @@ leaves float error in weights that must not change (a resumed run would drift fr
 uninterrupted one); `merge_and_unload()` on a copy holds the model twice each step. Here only the
 adapted layers' merged weights are new tensors.
 
-What is not covered: adapters on embeddings or convolutions (Beacon targets linear layers,
-`model.lora.target_modules`), `modules_to_save`, and several adapters active at once beyond
-summing their updates.
+The merge reads tensors from a state dict (the unwrapped model's, or the whole tensors a sharded
+launch gathered: `weight_sync.trainer_weights`) and only the adapters' names and scales from the
+modules, so it works on any launch.
+
+What is not covered: adapters on embeddings or convolutions, DoRA and `fan_in_fan_out` layers
+(Beacon targets plain linear layers, `model.lora.target_modules`), `modules_to_save`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import torch
 from torch import Tensor
+
+_PEFT_PREFIX = "base_model.model."
 
 
 def is_peft_model(model: Any) -> bool:
@@ -29,29 +35,39 @@ def is_peft_model(model: Any) -> bool:
     return isinstance(model, PeftModel)
 
 
-def rollout_state_dict(model: Any) -> dict[str, Tensor]:
+def rollout_state_dict(
+    model: Any, state_dict: Mapping[str, Tensor] | None = None
+) -> dict[str, Tensor]:
     """The state dict a rollout engine loads (`HFEngine.load_weights`, a weight push).
 
-    A plain model gives its own state dict. A peft model gives its base model's parameter names
-    with W + (alpha / r) B A in each adapted linear layer, and no adapter tensors, so the
-    result loads into the checkpoint the run started from.
+    `state_dict` holds `model`'s whole tensors by its own names (default: `model.state_dict()`).
+    A plain model gives it back as it is. A peft model gives its base model's parameter names
+    with W + (alpha / r) B A in each adapted linear layer and no adapter tensors, so the result
+    loads into the checkpoint the run started from.
     """
+    weights = dict(model.state_dict() if state_dict is None else state_dict)
     if not is_peft_model(model):
-        return model.state_dict()
+        return weights
     from peft.tuners.lora import LoraLayer
 
-    base = model.get_base_model()
     updates: dict[str, Tensor] = {}
     with torch.no_grad():
-        for name, module in base.named_modules():
-            if isinstance(module, LoraLayer) and not module.merged:
-                active = [a for a in module.active_adapters if a in module.lora_A]
-                if active:
-                    updates[f"{name}.weight"] = sum(module.get_delta_weight(a) for a in active)
+        for name, module in model.named_modules():
+            if not isinstance(module, LoraLayer) or module.merged:
+                continue
+            for adapter in module.active_adapters:
+                if adapter not in module.lora_A:
+                    continue
+                a = weights[f"{name}.lora_A.{adapter}.weight"]
+                b = weights[f"{name}.lora_B.{adapter}.weight"]
+                delta = (b @ a) * module.scaling[adapter]
+                key = f"{name}.base_layer.weight"
+                updates[key] = updates[key] + delta if key in updates else delta
         merged: dict[str, Tensor] = {}
-        for key, value in base.state_dict().items():
+        for key, value in weights.items():
             if ".lora_" in key:
                 continue
-            name = key.replace(".base_layer.", ".")
-            merged[name] = value + updates[name].to(value.dtype) if name in updates else value
+            if key in updates:
+                value = value + updates[key].to(value.dtype)
+            merged[key.removeprefix(_PEFT_PREFIX).replace(".base_layer.", ".")] = value
     return merged

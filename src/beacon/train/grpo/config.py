@@ -7,17 +7,23 @@ turns a typo into an error naming the key.
 
 from __future__ import annotations
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 
 from beacon.agent.config import AgentConfig
-from beacon.config import StrictModel, env_var_name
+from beacon.config import StrictModel
 from beacon.rl.config import RLConfig
 from beacon.sandbox.config import SandboxConfig
-from beacon.train.core.config import HealthConfig, ModelConfig, TrainConfig
+from beacon.train.core.config import (
+    HealthConfig,
+    ModelConfig,
+    ServedRolloutConfig,
+    TrainConfig,
+)
 
 
-class RolloutConfig(StrictModel):
-    """Which prompts each step rolls out, and how many responses each gets."""
+class RolloutConfig(ServedRolloutConfig):
+    """Which prompts each step rolls out, how many responses each gets, and on which engine
+    (`ServedRolloutConfig`)."""
 
     benchmark: str = Field("synth", description="Registered benchmark the prompts come from.")
     path: str | None = Field(
@@ -27,22 +33,7 @@ class RolloutConfig(StrictModel):
     data_seed: int = Field(0, description="Seed of the benchmark load (synth generation).")
     prompts_per_step: int = Field(4, ge=1, description="Prompts (groups) per optimizer step.")
     group_size: int = Field(8, ge=1, description="G: responses sampled per prompt.")
-    concurrency: int = Field(32, ge=1, description="Episodes in flight in the agent loop.")
     engine_batch_size: int = Field(16, ge=1, description="In-process hf engine: rows per batch.")
-    servers: list[str] = Field(
-        default_factory=list,
-        description="Base URLs (ending in /v1) of `beacon serve` processes to roll out on, "
-        "requests spread over them, new weights pushed to each after every step; empty: an "
-        "in-process hf engine.",
-    )
-    server_model: str = Field("beacon", description="Served model name of the servers.")
-    server_timeout_s: float = Field(300.0, gt=0, description="Per-request timeout on servers.")
-    server_api_key_env: str | None = Field(
-        None,
-        description="Environment variable holding the servers' API key (`beacon serve "
-        "--api-key`), sent with every request and weight push; None: no key.",
-    )
-    _env_name = field_validator("server_api_key_env")(env_var_name)
     hints: str | None = Field(
         None,
         description="HGCE hint cache: JSONL of {benchmark, sample_id, hint} rows (`beacon "

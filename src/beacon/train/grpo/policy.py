@@ -16,8 +16,8 @@ Old log-probs are recomputed under the training forward at T = 1, never taken fr
 
 The loss is `grpo_loss` with `normalizer` = the step's sequence count (sequence_mean) or
 generated-token count (token_mean) over all processes, so micro-batch and per-process losses
-add up to the step's loss; each process scales its backward by the process count because DDP
-averages gradients (as `train.loop.forward_backward` does).
+add up to the step's loss; micro-batches run and back-propagate as every trainer's do
+(`train.core.loop.accumulate` and `backward`).
 
 Health (`beacon.rl.health`, under no gradient): the same forward gives the sampler log-prob
 gap (un-hinted rows: their sampled context is the trained one) and the entropy at every
@@ -28,7 +28,6 @@ What is not covered: several updates per rollout batch.
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -49,6 +48,7 @@ from beacon.rl import (
     token_logprobs,
     training_sequence,
 )
+from beacon.train.core import loop
 from beacon.train.core.collate import IGNORE_INDEX, ModelBatch, plan_buckets
 from beacon.train.core.encode import EncodedTrajectory, encode_trajectory
 from beacon.types import Trajectory
@@ -129,24 +129,30 @@ def policy_rows(
 
 
 def hinted_old_logprobs(
+    accelerator: Any,
     model: torch.nn.Module,
     rows: Sequence[PolicyRow],
     trajectories: Sequence[Trajectory],
     collate_fn: Collate,
-    device: torch.device,
 ) -> dict[int, torch.Tensor]:
     """Row index -> old log-probs [L] of an HGCE row: forward over the hinted ids, aligned onto
-    the un-hinted layout (zeros on the prompt)."""
+    the un-hinted layout (zeros on the prompt). Every process runs as many forwards (a process
+    with fewer hinted rows repeats row 0's, unused): a sharded model gathers its parameters in
+    each, a collective all processes join (`loop.most_of_all`)."""
+    hinted = [i for i, row in enumerate(rows) if row.sampling is not None]
     out = {}
     with torch.no_grad():
-        for i, row in enumerate(rows):
-            if row.sampling is None:
+        for n in range(loop.most_of_all(accelerator, len(hinted))):
+            if n >= len(hinted):
+                batch = collate_fn([rows[0].encoded]).to(accelerator.device)
+                model(**batch.model_inputs())
                 continue
-            batch = collate_fn([row.sampling]).to(device)
+            i = hinted[n]
+            batch = collate_fn([rows[i].sampling]).to(accelerator.device)
             logits = model(**batch.model_inputs()).logits
             logp = token_logprobs(logits.float(), batch.input_ids)[0]
             sequence = training_sequence(trajectories[i])
-            assert sequence.token_ids == row.encoded.input_ids, "encode and rl layouts differ"
+            assert sequence.token_ids == rows[i].encoded.input_ids, "encode and rl layouts differ"
             out[i] = align_old_logprobs(logp, sequence)
     return out
 
@@ -163,9 +169,9 @@ def policy_update(
     totals: StepTotals,
 ) -> UpdateResult:
     """Accumulate the gradient of the clipped GRPO loss over this process's `rows` (no
-    optimizer step). DDP averages gradients over processes, so each backward is scaled by the
-    process count; gradients synchronise on the last micro-batch only. Rows are packed as SFT
-    packs them (`plan_buckets` with the per-micro-batch cost); without that cost every row went
+    optimizer step), micro-batches as every trainer runs them (`loop.accumulate`: a process
+    with fewer runs its first micro-batch again at weight 0). Rows are packed as SFT packs
+    them (`plan_buckets` with the per-micro-batch cost); without that cost every row went
     alone, as the least padding: 16 forward passes where 1 does."""
     start = time.perf_counter()
     result = UpdateResult(sequences=sum(r.weight for r in rows))
@@ -176,20 +182,22 @@ def policy_update(
     plan = plan_buckets(
         [len(r.encoded) for r in rows], max_tokens_per_microbatch, microbatch_cost_tokens
     )
-    for n, indices in enumerate(plan):
-        last = n == len(plan) - 1
-        with contextlib.nullcontext() if last else accelerator.no_sync(model):
-            micro = _microbatch_loss(
-                accelerator,
-                model,
-                [rows[i] for i in indices],
-                [old_hinted.get(i) for i in indices],
-                collate_fn,
-                loss_cfg,
-                normalizer,
-                totals.loss_tokens,
-            )
-            accelerator.backward(micro.out.loss * accelerator.num_processes)
+    for n in loop.accumulate(accelerator, model, len(plan)):
+        indices = plan[n] if n < len(plan) else plan[0]
+        micro_rows = [rows[i] if n < len(plan) else replace(rows[i], weight=0) for i in indices]
+        micro = _microbatch_loss(
+            accelerator,
+            model,
+            micro_rows,
+            [old_hinted.get(i) for i in indices],
+            collate_fn,
+            loss_cfg,
+            normalizer,
+            totals.loss_tokens,
+        )
+        loop.backward(accelerator, micro.out.loss)
+        if n >= len(plan):  # a placeholder: it trains nothing and reports nothing
+            continue
         weight = micro.out.num_tokens / max(totals.loss_tokens, 1)
         result.loss += float(micro.out.loss.detach())
         result.clip_frac += float(micro.out.clip_frac) * weight

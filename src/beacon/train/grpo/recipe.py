@@ -1,7 +1,8 @@
 """GRPO with NAAR and HGCE (beacon.md §4): wiring only.
 
 config -> policy (trainer) + rollout engine (in-process `hf`, or the `beacon serve` processes
-of `rollout.servers`, `weight_sync`) + sandbox + agent loop -> `loop.run` with `grpo_step`:
+of `rollout.servers`: `train.core.weight_sync`) + sandbox + agent loop -> `loop.run` with
+`grpo_step`:
 rollouts (`beacon.rollout.Rollouts`: the benchmark's prompt and scorer, failed episodes and
 trajectories that are not what the engine sampled dropped and counted), HGCE rescue of
 all-wrong groups, `rl.score_groups` (reward by name, group filter, over-turn masking,
@@ -32,7 +33,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -52,8 +52,8 @@ from beacon.rl import (
 from beacon.rollout import Group, Rollouts, RolloutStats
 from beacon.train.core import loop
 from beacon.train.core.checkpoint import TrainState
-from beacon.train.core.lora_weights import rollout_state_dict
 from beacon.train.core.setup import build_policy, open_run
+from beacon.train.core.weight_sync import WeightSync, rollout_engine
 from beacon.train.grpo.config import GRPOConfig
 from beacon.train.grpo.hints import HintSource
 from beacon.train.grpo.policy import (
@@ -78,7 +78,7 @@ class GRPOParts:
 
     policy: loop.LoopParts
     engine: Any
-    push: Callable[[dict[str, Any]], None]
+    weight_sync: WeightSync
     rollouts: Rollouts
     hints: HintSource
     samples: list[Sample]
@@ -98,9 +98,8 @@ class Rescue:
 
 
 def sync_weights(parts: GRPOParts) -> None:
-    """Copy the trainer's weights into the rollout engine(s); with LoRA, the merged weights."""
-    accelerator = parts.policy.accelerator
-    parts.push(rollout_state_dict(accelerator.unwrap_model(parts.policy.model)))
+    """Copy the trainer's weights into the rollout engine(s) (`weight_sync.WeightSync`)."""
+    parts.weight_sync(parts.policy.accelerator, parts.policy.model)
 
 
 def outcomes(group: Group) -> GroupOutcomes:
@@ -186,7 +185,7 @@ def grpo_step(parts: GRPOParts, cfg: GRPOConfig, state: TrainState) -> loop.Step
     local_tokens = torch.tensor([sum(r.encoded.num_loss_tokens * r.weight for r in rows)])
     totals = StepTotals(sum(scores.keep), int(acc.reduce(local_tokens.to(acc.device), "sum")[0]))
     old_start = time.perf_counter()
-    old = hinted_old_logprobs(parts.policy.model, rows, kept_trajs, parts.collate, acc.device)
+    old = hinted_old_logprobs(acc, parts.policy.model, rows, kept_trajs, parts.collate)
     old_s = time.perf_counter() - old_start
     update = policy_update(
         acc,
@@ -239,7 +238,6 @@ def build_parts(cfg: GRPOConfig, accelerator: Any, run_dir: Path, stack: Any) ->
     from beacon.images import ImageStore
     from beacon.sandbox import Sandbox
     from beacon.train.core.collate import PixelCache, collate, rollout_check
-    from beacon.train.grpo.weight_sync import rollout_engine
 
     bench = get_benchmark(cfg.rollout.benchmark)
     samples = list(
@@ -247,7 +245,10 @@ def build_parts(cfg: GRPOConfig, accelerator: Any, run_dir: Path, stack: Any) ->
     )
     if not samples:
         raise ValueError(f"rollout.benchmark={bench.name} gave no samples; check rollout.path")
-    engine, push = rollout_engine(cfg, str(accelerator.device))
+    weight_sync = rollout_engine(
+        cfg.model.path, cfg.rollout, str(accelerator.device), cfg.rollout.engine_batch_size
+    )
+    engine = weight_sync.engine
     stack.callback(engine.close)
     sandbox = stack.enter_context(Sandbox(cfg.sandbox))
     store = ImageStore(run_dir / "images")
@@ -257,7 +258,7 @@ def build_parts(cfg: GRPOConfig, accelerator: Any, run_dir: Path, stack: Any) ->
     return GRPOParts(
         policy=build_policy(cfg.model, cfg.train, accelerator),
         engine=engine,
-        push=push,
+        weight_sync=weight_sync,
         rollouts=Rollouts(
             agent,
             bench,

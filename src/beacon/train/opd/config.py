@@ -18,7 +18,13 @@ from beacon.config import StrictModel, env_var_name
 from beacon.engines.base import VllmExtensions
 from beacon.revue.config import RevueConfig
 from beacon.sandbox.config import SandboxConfig
-from beacon.train.core.config import OPERATIONAL_KEYS, HealthConfig, ModelConfig, TrainConfig
+from beacon.train.core.config import (
+    OPERATIONAL_KEYS,
+    HealthConfig,
+    ModelConfig,
+    ServedRolloutConfig,
+    TrainConfig,
+)
 
 
 def _student_agent() -> AgentConfig:
@@ -93,15 +99,15 @@ class OPDDataConfig(StrictModel):
     seed: int = Field(0, description="Benchmark seed (synth draws items from it).")
 
 
-class RolloutConfig(StrictModel):
-    """Student rollouts through the agent loop and the sandbox."""
+class RolloutConfig(ServedRolloutConfig):
+    """Student rollouts through the agent loop and the sandbox, on an in-process engine or the
+    `beacon serve` processes of `servers` (`ServedRolloutConfig`, as GRPO's)."""
 
     group_size: int = Field(8, ge=1, description="M: trajectories per item.")
     items_per_step: int = Field(2, ge=1, description="Items per optimizer step.")
     agent: AgentConfig = Field(default_factory=_student_agent, description="Agent loop settings.")
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig, description="Sandbox limits.")
     batch_size: int = Field(16, ge=1, description="Generation batch of the in-process engine.")
-    concurrency: int = Field(32, ge=1, description="Episodes in flight in the agent loop.")
 
 
 class CriticConfig(StrictModel):
@@ -150,11 +156,6 @@ class OPDConfig(StrictModel):
         if self.teacher.context not in TEACHER_CONTEXTS:
             choices = sorted(TEACHER_CONTEXTS)
             raise ValueError(f"teacher.context={self.teacher.context!r}; choose one of {choices}")
-        if self.model.lora is not None:
-            raise ValueError(
-                "model.lora is not supported by OPD yet (rollout weight sync copies full "
-                "weights); remove model.lora"
-            )
         return self
 
 

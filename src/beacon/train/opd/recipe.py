@@ -6,11 +6,18 @@ frozen teacher in-process (or a teacher server), item pool, sandbox + agent loop
 (`probe`) -> `loop.run` with `opd_step` (Algorithm 1).
 
 Deviations and limits:
-1. Several processes run DDP (each rolls out its share of a step's items with its own teacher);
-   FSDP and DeepSpeed are refused: the student is scored through its inner model's hidden
-   states (`score.SequenceScorer`), which a sharded wrapper does not allow.
-2. Rollouts run on an in-process `hf` engine that gets the trainer's weights after each step.
-3. Exact resume: items, rollout seeds and random weightings depend only on (seed, step), and the
+1. Several processes each roll out their share of a step's items with their own teacher; the
+   student is scored through the model `accelerator.prepare` returned (`score.SequenceScorer`)
+   and back-propagated as every trainer's (`loop.accumulate`, `loop.backward`), so the launch
+   may be DDP, FSDP or DeepSpeed. The teacher is not sharded: each process holds a whole copy
+   (or set `teacher.base_url`).
+2. Rollouts run on an in-process `hf` engine or on the `beacon serve` processes of
+   `rollout.servers`, built and given the trainer's weights after each step by the code GRPO
+   uses (`train.core.weight_sync`).
+3. One tokenizer/processor handle, the student's, serves the student, its rollout engine, the
+   teacher's scoring and the teacher check's engine (`check_vocab` has made sure the teacher
+   maps ids to the same tokens; it loads the teacher's tokenizer for that comparison only).
+4. Exact resume: items, rollout seeds and random weightings depend only on (seed, step), and the
    checkpoint restores model, optimizer, scheduler and RNGs; `revue.jsonl`, `critic.jsonl` and
    `metrics.jsonl` are cut back to the checkpoint's step; `teacher_check.json` is read back.
 """
@@ -26,6 +33,7 @@ from beacon.rollout import Rollouts
 from beacon.train.core import loop
 from beacon.train.core.checkpoint import TrainState
 from beacon.train.core.setup import build_policy, open_run
+from beacon.train.core.weight_sync import rollout_engine
 from beacon.train.opd.config import OPD_OPERATIONAL_KEYS, OPDConfig
 from beacon.train.opd.critic import CRITIC_LOG, CriticRunner
 from beacon.train.opd.probe import CHECK_FILE, teacher_check
@@ -46,7 +54,8 @@ def make_teacher(cfg: OPDConfig, device: Any, tokenizer: Any, pixels: Any, store
 
 
 def check_vocab(student_tok: Any, teacher_path: str) -> None:
-    """The teacher scores the student's ids, so both must map ids to the same tokens."""
+    """The teacher scores the student's ids, so both must map ids to the same tokens (the
+    teacher's tokenizer is loaded for this comparison only: the run uses the student's)."""
     from beacon.engines.tokenizer import HFTokenizer
 
     teacher_tok = HFTokenizer.from_pretrained(teacher_path)
@@ -77,18 +86,20 @@ def build_parts(cfg: OPDConfig, accelerator: Any, run_dir: Any, stack: Any) -> O
     """Student, rollout engine, teacher, critic, sandbox and agent loop; closed by `stack`."""
     from beacon.agent.loop import AgentLoop
     from beacon.benchmarks.base import get_benchmark
-    from beacon.engines.hf import HFEngine
+    from beacon.engines.tokenizer import HFTokenizer
     from beacon.images import ImageStore
     from beacon.sandbox import Sandbox
     from beacon.train.core.collate import PixelCache, rollout_check
 
-    policy = build_policy(cfg.model, cfg.train, accelerator)
-    engine = HFEngine(
-        cfg.model.path, device=str(accelerator.device), batch_size=cfg.rollout.batch_size
-    )
-    stack.callback(engine.close)
-    tokenizer = engine.tokenizer
+    tokenizer = HFTokenizer.from_pretrained(cfg.model.path)  # the run's one handle
     check_vocab(tokenizer, cfg.teacher.path)
+    policy = build_policy(cfg.model, cfg.train, accelerator)
+    device = str(accelerator.device)
+    weight_sync = rollout_engine(
+        cfg.model.path, cfg.rollout, device, cfg.rollout.batch_size, tokenizer
+    )
+    engine = weight_sync.engine
+    stack.callback(engine.close)
     store = ImageStore(run_dir / "images")
     pixels = PixelCache(tokenizer.processor.image_processor, store.get)
     bench = get_benchmark(cfg.data.benchmark)
@@ -116,26 +127,35 @@ def build_parts(cfg: OPDConfig, accelerator: Any, run_dir: Any, stack: Any) -> O
         ),
         store=store,
         tokenizer=tokenizer,
-        student=SequenceScorer(accelerator.unwrap_model(policy.model), tokenizer, pixels),
+        student=SequenceScorer(
+            policy.model, tokenizer, pixels, inner=accelerator.unwrap_model(policy.model)
+        ),
         teacher=make_teacher(cfg, accelerator.device, tokenizer, pixels, store),
         critic=critic,
         run_dir=run_dir,
+        weight_sync=weight_sync,
     )
 
 
 def check_teacher(parts: OPDParts) -> None:
     """The teacher check before step 1; an in-process teacher also rolls out for its accuracy
-    on an engine of its own, closed again before training."""
+    on an engine of its own (the run's tokenizer handle), closed again before training."""
     cfg, rollout = parts.cfg, parts.cfg.rollout
-    measured = (parts.run_dir / CHECK_FILE).exists()
-    if not cfg.teacher_check.enabled or measured or cfg.teacher.base_url is not None:
+    if not cfg.teacher_check.enabled or (parts.run_dir / CHECK_FILE).exists():
+        teacher_check(parts, cfg.teacher_check, None)  # nothing, or the check read back
+        return
+    # the student's rollouts sample from its weights: servers may still hold another run's
+    parts.weight_sync(parts.policy.accelerator, parts.policy.model)
+    if cfg.teacher.base_url is not None:
         teacher_check(parts, cfg.teacher_check, None)
         return
     from beacon.agent.loop import AgentLoop
     from beacon.engines.hf import HFEngine
 
     device = str(parts.policy.accelerator.device)
-    engine = HFEngine(cfg.teacher.path, device=device, batch_size=rollout.batch_size)
+    engine = HFEngine(
+        cfg.teacher.path, device=device, batch_size=rollout.batch_size, tokenizer=parts.tokenizer
+    )
     sandbox = parts.rollouts.loop.sandbox
     with AgentLoop(engine, sandbox, rollout.agent, store=parts.store) as agent:
         rollouts = Rollouts(
@@ -151,17 +171,9 @@ def run_opd(cfg: OPDConfig, resume: bool = False) -> TrainState:
     """Train `cfg` into `train.output_dir`; `resume` continues from its newest checkpoint."""
     items = {"rollout.items_per_step": cfg.rollout.items_per_step}
     accelerator, run_dir = open_run(cfg, resume, OPD_OPERATIONAL_KEYS, per_process=items)
-    from accelerate.utils import DistributedType
-
-    if accelerator.distributed_type in (DistributedType.FSDP, DistributedType.DEEPSPEED):
-        raise ValueError(
-            f"beacon train opd runs under DDP, not {accelerator.distributed_type}: the "
-            "student is scored through its inner model's hidden states; launch with "
-            "`accelerate launch --multi_gpu` (or one process)"
-        )
     with contextlib.ExitStack() as stack:
         parts = build_parts(cfg, accelerator, run_dir, stack)
-        student = parts.student.model
+        policy = parts.policy
         check_teacher(parts)
         state = loop.run(
             parts.policy,
@@ -169,7 +181,7 @@ def run_opd(cfg: OPDConfig, resume: bool = False) -> TrainState:
             run_dir,
             resume,
             step=lambda state: opd_step(parts, state),
-            sync=lambda: parts.rollouts.loop.engine.update_weights(student.state_dict().items()),
+            sync=lambda: parts.weight_sync(policy.accelerator, policy.model),
             logs=(REVUE_LOG, CRITIC_LOG),
             health=cfg.health,
         )

@@ -18,11 +18,21 @@ Teacher conditioning (Appendix A.3), as done here:
 Both teacher passes and the student use the models' final hidden states and output projection
 (`teacher_topk`, `support_logits`): no [T, V] tensor is kept. The student's sampled-token
 log-probs and entropies (health metrics) are reduced from the same hidden states in chunks.
+
+Every score is computed inside one forward of the model's root module, the student's being the
+model `accelerator.prepare` returned: `logits_to_keep` selects the hidden states before the
+supervised positions, and the output projection's forward is, for that call, the scoring
+function (`SequenceScorer.project`). So the projection runs where the launch has its weights in
+place: FSDP2 keeps the root's parameters (embeddings, final norm, `lm_head`) gathered from the
+root's forward to its backward, ZeRO-3 gathers `lm_head`'s in that module's own pre-forward hook,
+and DDP sees the loss come out of its wrapper's forward, as SFT's and GRPO's do. Calling the inner
+model or the projection's weight outside the root forward would read shards under both.
 """
 
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -77,50 +87,75 @@ def supervised_positions(encoded: EncodedTrajectory) -> Tensor:
 
 
 class SequenceScorer:
-    """Final hidden states of one model on one encoded sequence (images through `pixels`)."""
+    """Scores of one model on one encoded sequence (images through `pixels`), each from one
+    forward of `model` (module docstring). `model` is what is called: the prepared student (a
+    DDP / FSDP / DeepSpeed wrapper), or a plain teacher; `inner` is the module that owns the
+    output projection (`accelerator.unwrap_model(model)`; `model` itself by default)."""
 
-    def __init__(self, model: Any, tokenizer: Any, pixels: PixelCache | None) -> None:
+    def __init__(
+        self, model: Any, tokenizer: Any, pixels: PixelCache | None, inner: Any = None
+    ) -> None:
         self.model = model
         self.tokenizer = tokenizer
         self.pixels = pixels
+        self.head = (model if inner is None else inner).get_output_embeddings()
+        # the projection is swapped for each call, and a teacher server answers on many threads
+        self._lock = threading.Lock()
 
-    @property
-    def head(self) -> Any:
-        return self.model.get_output_embeddings()
-
-    def hidden(self, encoded: EncodedTrajectory) -> Tensor:
-        """[L, H] final (normed) hidden states of the sequence."""
+    def project(
+        self, encoded: EncodedTrajectory, positions: Tensor, fn: Callable[[Tensor, Any], Tensor]
+    ) -> Tensor:
+        """`fn(hidden, head)` run as the output projection of one forward over `encoded`:
+        `hidden` [T, H] the final (normed) hidden states at `positions`, `head` the projection
+        module, its weights in place; the forward's logits (what `fn` returned: a new tensor,
+        not a view, as FSDP2 hangs its pre-backward hook on the forward's output) come back."""
         batch = collate(
             [encoded], self.tokenizer.pad_token_id, self.tokenizer.image_token_id, self.pixels
         )
         device = self.head.weight.device
-        out = self.model.model(**batch.to(device).model_inputs())
-        return out.last_hidden_state[0]
+        inputs = batch.to(device).model_inputs()
+        with self._lock:
+            self.head.forward = lambda hidden: fn(hidden[0], self.head)
+            try:
+                out = self.model(**inputs, logits_to_keep=positions.to(device))
+            finally:
+                del self.head.forward
+        return out.logits
 
     @torch.no_grad()
     def teacher_scores(self, encoded: EncodedTrajectory, k: int, chunk_size: int) -> TeacherScores:
         """`teacher_topk` on the supervised positions of `encoded`."""
         positions = supervised_positions(encoded)
-        hidden = self.hidden(encoded)[positions - 1]
-        ids = torch.tensor(encoded.input_ids, device=hidden.device)[positions]
-        return teacher_topk(hidden, self.head.weight, ids, k, chunk_size, self.head.bias)
+        ids = torch.tensor(encoded.input_ids)[positions]
+        scores: list[TeacherScores] = []
+
+        def topk(hidden: Tensor, head: Any) -> Tensor:
+            scores.append(
+                teacher_topk(hidden, head.weight, ids.to(hidden.device), k, chunk_size, head.bias)
+            )
+            return hidden.new_zeros(0)
+
+        self.project(encoded, positions - 1, topk)
+        return scores[0]
 
     def student_scores(
         self, encoded: EncodedTrajectory, support_ids: Tensor, chunk_size: int
     ) -> StudentScores:
-        """One forward of the student: its logits on the adopted teacher's support and, for the
-        health metrics, its sampled tokens' log-probs and entropies."""
+        """One forward of the student: its logits on the adopted teacher's support (the
+        forward's output, so the launch's backward hooks see the loss) and, for the health
+        metrics, its sampled tokens' log-probs and entropies."""
         positions = supervised_positions(encoded)
-        hidden = self.hidden(encoded)[positions - 1]
-        ids = torch.tensor(encoded.input_ids, device=hidden.device)[positions]
-        head = self.head
-        logp, entropy = chunked_logprob_entropy(
-            hidden.detach(), head.weight, ids, chunk_size, head.bias
-        )
-        logits = support_logits(
-            hidden, head.weight, support_ids.to(hidden.device), head.bias, chunk_size
-        )
-        return StudentScores(logits, logp, entropy)
+        ids = torch.tensor(encoded.input_ids)[positions]
+        health: list[tuple[Tensor, Tensor]] = []
+
+        def support(hidden: Tensor, head: Any) -> Tensor:
+            on = ids.to(hidden.device)  # measured without gradient
+            health.append(chunked_logprob_entropy(hidden, head.weight, on, chunk_size, head.bias))
+            ids_on = support_ids.to(hidden.device)
+            return support_logits(hidden, head.weight, ids_on, head.bias, chunk_size)
+
+        logits = self.project(encoded, positions - 1, support)
+        return StudentScores(logits, *health[0])
 
 
 def conditioned_sequence(

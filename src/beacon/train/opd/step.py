@@ -8,9 +8,11 @@ before the base teacher runs, so their latency overlaps its scoring. Each trajec
 backpropagated with weight 1/N (N = retained trajectories over all processes): the gradient of
 `batch_loss` with one trajectory's graph alive at a time.
 
-On several processes each rolls out its share of the step's items; the student is scored
-through its inner model (`score.SequenceScorer`), not the DDP wrapper, so `all_reduce_gradients`
-sums the gradient once per step, and the records of all processes are gathered for the metrics.
+On several processes each rolls out its share of the step's items. The student is scored
+through the model `accelerator.prepare` returned (`score.SequenceScorer`), one trajectory per
+micro-batch as every trainer runs them (`loop.accumulate`, `loop.backward`: a process with
+fewer trajectories runs a placeholder of weight 0, the launch averages the gradients), and the
+records of all processes are gathered for the metrics.
 """
 
 from __future__ import annotations
@@ -48,8 +50,9 @@ from beacon.rollout import Group, Rollouts, episode_seed
 from beacon.train.core import loop
 from beacon.train.core.checkpoint import TrainState
 from beacon.train.core.encode import EncodedTrajectory, encode_trajectory
+from beacon.train.core.weight_sync import WeightSync
 from beacon.train.opd.health import health_metrics, trajectory_health
-from beacon.train.opd.score import SequenceScorer, conditioned_sequence
+from beacon.train.opd.score import SequenceScorer, conditioned_sequence, supervised_positions
 from beacon.types import Sample
 
 if TYPE_CHECKING:
@@ -77,6 +80,7 @@ class OPDParts:
     teacher: Any  # SequenceScorer, or opd.teacher.RemoteTeacher
     critic: Any  # opd.critic.CriticRunner | None
     run_dir: Path
+    weight_sync: WeightSync
 
 
 @dataclass
@@ -222,17 +226,22 @@ def opd_step(parts: OPDParts, state: TrainState) -> loop.StepOutput:
     base = base_scores(parts, distilled)
     if uses_critic:
         collect_critic(distilled)
-    local = sum(1 for d in distilled for e in d.encoded if e.num_loss_tokens > 0)
-    retained = max(1, int(acc.reduce(torch.tensor([local], device=acc.device), "sum")[0]))
+    work = [  # an episode that generated nothing it can learn is left out
+        (g, i)
+        for g, d in enumerate(distilled)
+        for i, e in enumerate(d.encoded)
+        if e.num_loss_tokens > 0
+    ]
+    retained = max(1, int(acc.reduce(torch.tensor([len(work)], device=acc.device), "sum")[0]))
     records = []
-    for g, d in enumerate(distilled):
-        for i, encoded in enumerate(d.encoded):
-            if encoded.num_loss_tokens == 0:  # an episode that generated nothing it can learn
-                continue
-            loss, record = _trajectory(parts, d, i, base[g][i], step)
-            (loss / retained).backward()
+    for n in loop.accumulate(acc, parts.policy.model, len(work)):
+        if n < len(work):
+            g, i = work[n]
+            loss, record = _trajectory(parts, distilled[g], i, base[g][i], step)
             records.append(record)
-    all_reduce_gradients(acc, parts.policy.model)
+        else:
+            loss = _placeholder_loss(parts, distilled)
+        loop.backward(acc, loss / retained)
     records = [r for rank in loop.gather_per_rank(acc, records) for r in rank]
     local_groups = [_group_record(d, uses_critic) for d in distilled]
     groups = [g for rank in loop.gather_per_rank(acc, local_groups) for g in rank]
@@ -288,6 +297,22 @@ def _trajectory(
     return loss, record
 
 
+def _placeholder_loss(parts: OPDParts, distilled: list[Distilled]) -> torch.Tensor:
+    """A loss of weight 0 through the student's forward, for a process with fewer trajectories
+    to train than another (`loop.accumulate`): on its first trajectory of the step (its images
+    keep the vision tower in the graph, as DDP expects of every parameter), or on two text
+    tokens when it has none (then DDP needs `train.ddp_find_unused_parameters`)."""
+    encoded = next((e for d in distilled for e in d.encoded), None)
+    if encoded is None:
+        pad = parts.tokenizer.pad_token_id
+        encoded = EncodedTrajectory(sample_id="", input_ids=[pad, pad], loss_mask=[0, 1], images=[])
+    support = torch.zeros(
+        (supervised_positions(encoded).numel(), parts.cfg.revue.k_support), dtype=torch.long
+    )
+    student = parts.student.student_scores(encoded, support, parts.cfg.revue.chunk_size)
+    return student.support_logits.sum() * 0
+
+
 def _group_record(d: Distilled, uses_critic: bool) -> dict[str, Any]:
     """What a group adds to the metrics besides its trajectories' records."""
     out: dict[str, Any] = {
@@ -341,22 +366,6 @@ def step_metrics(
         out["critic_attempts"] = sum(g.get("critic_attempts", 0) for g in groups)
         out["critic_groups_missing"] = sum(bool(g.get("missing")) for g in groups)
     return out
-
-
-def all_reduce_gradients(accelerator: Any, model: torch.nn.Module) -> None:
-    """Sum every trainable parameter's gradient over the processes (a missing gradient counts
-    as zeros), once per step; nothing to do on one process."""
-    if accelerator.num_processes == 1:
-        return
-    params = [p for p in model.parameters() if p.requires_grad]
-    flat = torch.cat(
-        [(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in params]
-    )
-    flat = accelerator.reduce(flat, reduction="sum")
-    offset = 0
-    for p in params:
-        p.grad = flat[offset : offset + p.numel()].view_as(p).clone()
-        offset += p.numel()
 
 
 def _append(path: Path, records: list[dict[str, Any]]) -> None:

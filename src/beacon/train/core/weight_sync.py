@@ -1,0 +1,129 @@
+"""The rollout engine of `beacon train grpo` and `beacon train opd`, and how new weights reach it.
+
+`rollout_engine` builds the in-process `hf` engine (weights copied in with `load_weights`), or,
+with `rollout.servers`, one `openai` engine per `beacon serve` process behind a
+`beacon.engines.spread.SpreadEngine`, new weights pushed to every server with
+`beacon.engines.weights.push_weights` and the servers' API key (`rollout.server_api_key_env`);
+each server checks a push whole before it applies any of it.
+
+`WeightSync` pushes the trainer's weights (`trainer_weights`: whole tensors, also where the
+launch shards them) into the engine: every process into its own in-process engine, or the main
+process alone into the servers all processes share, the others waiting until it is done so no
+process rolls out on a server that is still being written.
+
+What is not covered: vLLM servers (they need vLLM's own weight-update path), sharded pushes of
+models too large for one request body; DeepSpeed ZeRO-3 gathering is written after TRL's and
+has not run here (no DeepSpeed in this environment).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from beacon.train.core.config import ServedRolloutConfig
+from beacon.train.core.lora_weights import rollout_state_dict
+
+Push = Callable[[Mapping[str, torch.Tensor]], None]
+"""Puts a state dict (whole tensors, the engine's parameter names) into the rollout engine."""
+
+
+@dataclass
+class WeightSync:
+    """The engine rollouts run on, how weights reach it, and whether all processes share it
+    (servers: the main process pushes) or each has its own (in-process: each pushes)."""
+
+    engine: Any
+    push: Push
+    shared: bool
+
+    def __call__(self, accelerator: Any, model: torch.nn.Module) -> None:
+        """Push the current weights of `model` (as `accelerator.prepare` returned it); a
+        collective call: every process calls it after every optimizer step."""
+        weights = trainer_weights(accelerator, model)
+        if not self.shared or accelerator.is_main_process:
+            self.push(weights)
+        if self.shared:
+            accelerator.wait_for_everyone()
+
+
+def rollout_engine(
+    model_path: str,
+    rollout: ServedRolloutConfig,
+    device: str,
+    batch_size: int,
+    tokenizer: Any = None,
+) -> WeightSync:
+    """The engine rollouts run on (in-process `hf` of `model_path`, or the servers of
+    `rollout.servers`), and how new weights reach it; `tokenizer` is the run's handle of
+    `model_path`'s tokenizer and processor (loaded here when None)."""
+    from beacon.engines.tokenizer import HFTokenizer
+
+    tokenizer = tokenizer or HFTokenizer.from_pretrained(model_path)
+    if not rollout.servers:
+        from beacon.engines.hf import HFEngine
+
+        engine = HFEngine(model_path, device=device, batch_size=batch_size, tokenizer=tokenizer)
+        return WeightSync(engine, engine.load_weights, shared=False)
+    from beacon.engines.openai import OpenAIEngine
+    from beacon.engines.spread import SpreadEngine
+    from beacon.engines.weights import push_weights, weights_payload
+
+    key = server_api_key(rollout.server_api_key_env)
+    engines = [
+        OpenAIEngine(
+            base_url=url,
+            model=rollout.server_model,
+            api_key=key,
+            tokenizer=tokenizer,
+            concurrency=rollout.concurrency,
+            timeout_s=rollout.server_timeout_s,
+            vllm_extensions="on",  # training needs token ids: a server refusing them is an error
+        )
+        for url in rollout.servers
+    ]
+    servers, timeout = rollout.servers, rollout.server_timeout_s
+    return WeightSync(
+        SpreadEngine(engines),
+        lambda sd: push_weights(servers, weights_payload(sd), timeout, key),
+        shared=True,
+    )
+
+
+def trainer_weights(accelerator: Any, model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The whole weights of the prepared `model` on this process, as the rollout engine names
+    them: FSDP2 gathers its shards (every process gets every tensor), DeepSpeed ZeRO-3 gathers
+    its partitions for the copy, otherwise the unwrapped model's own `state_dict`; with LoRA,
+    the adapters merged into their base weights (`lora_weights.rollout_state_dict`)."""
+    unwrapped = accelerator.unwrap_model(model)
+    if accelerator.is_fsdp2:
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+        whole = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True))
+        return rollout_state_dict(unwrapped, whole)
+    plugin = accelerator.state.deepspeed_plugin
+    if plugin is not None and plugin.zero_stage == 3:
+        import deepspeed
+
+        with deepspeed.zero.GatheredParameters(list(model.parameters())):
+            whole = {k: v.detach().clone() for k, v in unwrapped.state_dict().items()}
+        return rollout_state_dict(unwrapped, whole)
+    return rollout_state_dict(unwrapped)
+
+
+def server_api_key(env: str | None) -> str | None:
+    """The key in environment variable `env` (None: no key); an unset variable is an error, as
+    every request would then be refused with 401."""
+    if env is None:
+        return None
+    key = os.environ.get(env)
+    if not key:
+        raise ValueError(
+            f"rollout.server_api_key_env={env!r} but ${env} is not set; export it with the key "
+            "the servers were started with (beacon serve --api-key)"
+        )
+    return key
