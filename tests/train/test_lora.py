@@ -125,3 +125,39 @@ def test_grpo_with_lora_trains_adapters_pushes_merged_weights_and_resumes_exactl
     resumed, uninterrupted = load_file(run / adapter), load_file(straight / adapter)
     assert resumed.keys() == uninterrupted.keys()
     assert all(torch.equal(resumed[k], uninterrupted[k]) for k in resumed)
+
+
+@pytest.mark.slow
+def test_opd_with_lora_trains_adapters_and_resumes_exactly(
+    tiny_model_path: Path, teacher_path: Path, tmp_path: Path
+) -> None:
+    """Two OPD steps with adapters on the student (scored through the prepared peft model);
+    the folder cut back to checkpoint-1 and resumed repeats step 2 and its adapters exactly."""
+    from beacon.train.opd import run_opd
+    from beacon.train.opd.config import OPDConfig
+
+    from .opd_helpers import opd_settings
+
+    def settings(out: Path) -> OPDConfig:
+        values = opd_settings(tiny_model_path, teacher_path, out)
+        values["model"]["lora"] = {"r": 4, "alpha": 8.0}
+        return OPDConfig.model_validate(values)
+
+    run = tmp_path / "run"
+    assert run_opd(settings(run)).step == 2
+    rows = read_metrics(run / "metrics.jsonl")
+    assert all(m["loss"] > 0 for m in rows) and any(m["grad_norm"] > 0 for m in rows)
+    straight = tmp_path / "straight"
+    shutil.copytree(run, straight)
+    shutil.rmtree(run / "checkpoint-2")
+    run_opd(settings(run), resume=True)
+    keys = ("step", "loss", "grad_norm", "loss_tokens")
+    assert [[m[k] for k in keys] for m in read_metrics(run / "metrics.jsonl")] == [
+        [m[k] for k in keys] for m in rows
+    ]
+    adapter = "checkpoint-2/adapter/adapter_model.safetensors"
+    resumed, uninterrupted = load_file(run / adapter), load_file(straight / adapter)
+    assert resumed.keys() == uninterrupted.keys()
+    assert all(torch.equal(resumed[k], uninterrupted[k]) for k in resumed)
+    merged = load_file(run / "checkpoint-2" / "model.safetensors")
+    assert not any("lora" in k for k in merged)
