@@ -42,6 +42,12 @@ class RolloutConfig(StrictModel):
         description="Environment variable holding the servers' API key (`beacon serve "
         "--api-key`), sent with every request and weight push; None: no key.",
     )
+    push_chunk_mb: int = Field(
+        512,
+        ge=1,
+        description="Weight pushes to rollout.servers: MiB of tensors per request body (a "
+        "larger tensor goes alone); the server applies a push once all its bodies arrived.",
+    )
     hints: str | None = Field(
         None,
         description="HGCE hint cache: JSONL of {benchmark, sample_id, hint} rows (the data "

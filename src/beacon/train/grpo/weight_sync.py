@@ -3,10 +3,10 @@
 `rollout_engine` builds the in-process `hf` engine (weights copied in with `load_weights`), or,
 with `rollout.servers`, one `openai` engine per `beacon serve` process behind a
 `beacon.engines.spread.SpreadEngine`, new weights pushed to every server with
-`beacon.engines.weights.push_weights` and the servers' API key (`rollout.server_api_key_env`).
+`beacon.engines.weights.push_weights` and the servers' API key (`rollout.server_api_key_env`),
+cast to each server's dtypes and in bodies of at most `rollout.push_chunk_mb` of tensors.
 
-What is not covered: vLLM servers (they need vLLM's own weight-update path), sharded pushes of
-models too large for one request body.
+What is not covered: vLLM servers (they need vLLM's own weight-update path).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def rollout_engine(cfg: GRPOConfig, device: str) -> tuple[Any, Callable[[dict[st
     from beacon.engines.openai import OpenAIEngine
     from beacon.engines.spread import SpreadEngine
     from beacon.engines.tokenizer import HFTokenizer
-    from beacon.engines.weights import push_weights, weights_payload
+    from beacon.engines.weights import push_weights
 
     tokenizer = HFTokenizer.from_pretrained(cfg.model.path)
     key = server_api_key(cfg.rollout.server_api_key_env)
@@ -45,9 +45,8 @@ def rollout_engine(cfg: GRPOConfig, device: str) -> tuple[Any, Callable[[dict[st
         for url in cfg.rollout.servers
     ]
     servers, timeout = cfg.rollout.servers, cfg.rollout.server_timeout_s
-    return SpreadEngine(engines), lambda sd: push_weights(
-        servers, weights_payload(sd), timeout, key
-    )
+    chunk_bytes = cfg.rollout.push_chunk_mb << 20
+    return SpreadEngine(engines), lambda sd: push_weights(servers, sd, timeout, key, chunk_bytes)
 
 
 def server_api_key(env: str | None) -> str | None:
