@@ -139,9 +139,19 @@ class MemoryPlan:
         return self.total <= self.launch.device_bytes
 
 
-def model_shape(path: str, model: ModelConfig | None = None) -> ModelShape:
-    """Counts and sizes of the checkpoint at `path`, built on the meta device; `model` decides
-    what is trainable (frozen vision tower, LoRA)."""
+def model_shape(path: str, model: ModelConfig | None = None, key: str = "model.path") -> ModelShape:
+    """Counts and sizes of the checkpoint at `path` (the setting `key`), built on the meta
+    device; `model` decides what is trainable (frozen vision tower, LoRA)."""
+    from beacon.engines.config import EngineConfig
+    from beacon.engines.registry import check_model
+
+    try:
+        check_model(EngineConfig(name="hf", model=path))
+    except UserError:
+        raise UserError(
+            f"{key}={path}: no such checkpoint folder, and not a cached hub model; give a "
+            "checkpoint folder (beacon tiny make DIR builds a tiny one)"
+        ) from None
     net = _meta_model(tiny_path(path))
     config = net.config
     named = dict(net.named_parameters())  # a tied lm_head is listed once
@@ -306,16 +316,25 @@ class Remedy:
 def remedies_that_fit(
     cfg: Any, launch: Launch, planner: Callable[[Any, Launch], MemoryPlan]
 ) -> list[str]:
-    """Each remedy (`REMEDIES`) that makes `cfg` fit under `launch`, with its total."""
+    """Each remedy (`REMEDIES`) that makes `cfg` fit under `launch`, with its total; when none
+    does alone, the shortest run of them, applied in order, that does."""
     out = []
     for remedy in REMEDIES:
         changed = remedy.apply(cfg, launch)
+        if changed is not None and planner(*changed).fits:
+            out.append(f"{remedy.name} ({planner(*changed).total / GiB:.1f} GiB)")
+    if out:
+        return out
+    together, names = (cfg, launch), []
+    for remedy in REMEDIES:
+        changed = remedy.apply(*together)
         if changed is None:
             continue
-        plan = planner(*changed)
+        together, names = changed, [*names, remedy.name]
+        plan = planner(*together)
         if plan.fits:
-            out.append(f"{remedy.name} ({plan.total / GiB:.1f} GiB)")
-    return out
+            return [f"{' + '.join(names)}, together ({plan.total / GiB:.1f} GiB)"]
+    return ["none of these, even together; more devices"]
 
 
 def _with(cfg: Any, key: str, value: Any) -> Any:
@@ -401,7 +420,7 @@ def recipe_workload(cfg: Any) -> Workload:
             tokens=episode,
             row=episode,
             logit_tokens=min(episode, revue.chunk_size),
-            teacher=None if teacher is None else model_shape(teacher),
+            teacher=None if teacher is None else model_shape(teacher, key="teacher.path"),
             engine_rows=cfg.rollout.batch_size,
             engine_tokens=episode,
         )
@@ -423,15 +442,11 @@ def plan_for(cfg: Any, launch: Launch) -> MemoryPlan:
 
 
 def current_launch(
-    model: ModelConfig,
-    processes: int | None = None,
-    sharding: Sharding | None = None,
-    device_memory_gb: float | None = None,
+    model: ModelConfig, processes: int | None = None, sharding: Sharding | None = None
 ) -> Launch:
-    """The launch this process runs in (accelerate's environment: WORLD_SIZE,
-    ACCELERATE_USE_FSDP, ACCELERATE_USE_DEEPSPEED and its ZeRO stage), unless given; device
-    memory from `device_memory_gb`, then $BEACON_DEVICE_MEMORY_GB, then the GPU's, then this
-    machine's RAM shared by the node's processes."""
+    """The launch this process is in, read from accelerate's environment (WORLD_SIZE,
+    ACCELERATE_USE_FSDP, ACCELERATE_USE_DEEPSPEED and its ZeRO stage) where not given: what a
+    dry run plans for without starting one."""
     import torch
 
     cuda = torch.cuda.is_available()
@@ -442,31 +457,51 @@ def current_launch(
             sharding = "fsdp"
         elif os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true":
             stage = os.environ.get("ACCELERATE_DEEPSPEED_ZERO_STAGE", "2")
-            sharding = f"zero{stage}" if f"zero{stage}" in SHARDINGS else "zero2"  # type: ignore[assignment]
+            sharding = {"1": "zero1", "3": "zero3"}.get(stage, "zero2")
     precision = model.mixed_precision
     bf16 = precision == "bf16" or (precision == "auto" and cuda and torch.cuda.is_bf16_supported())
-    gb = device_memory_gb or float(os.environ.get(DEVICE_MEMORY_ENV, "0") or 0)
-    if gb:
-        device = int(gb * 1e9)
-    elif cuda:
-        device = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
-    else:
-        local = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
-        device = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // local
-    return Launch(n, sharding, bf16, cuda, device)
+    return Launch(n, sharding, bf16, cuda, device_bytes(cuda))
+
+
+def accelerator_launch(accelerator: Any) -> Launch:
+    """The launch `accelerator` runs (FSDP asked for on CPU processes is the DDP accelerate
+    falls back to)."""
+    kind = str(getattr(accelerator.distributed_type, "value", accelerator.distributed_type))
+    n = accelerator.num_processes
+    sharding: Sharding = "ddp" if n > 1 else "none"
+    if kind == "FSDP":
+        sharding = "fsdp"
+    elif kind == "DEEPSPEED":
+        stage = accelerator.state.deepspeed_plugin.zero_stage
+        sharding = {1: "zero1", 3: "zero3"}.get(stage, "zero2")
+    cuda = accelerator.device.type == "cuda"
+    return Launch(n, sharding, accelerator.mixed_precision == "bf16", cuda, device_bytes(cuda))
+
+
+def device_bytes(cuda: bool) -> int:
+    """Each device's memory: $BEACON_DEVICE_MEMORY_GB when set, else the GPU's, else this
+    machine's RAM shared by the node's processes."""
+    import torch
+
+    gb = float(os.environ.get(DEVICE_MEMORY_ENV) or 0)
+    if gb > 0:
+        return int(gb * 1e9)
+    if cuda:
+        return torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // local
 
 
 def check_plan(
     cfg: Any, launch: Launch, title: str, echo: Callable[[str], None] = print
 ) -> MemoryPlan:
-    """Print the plan; a plan over the device stops here with the remedies that would fit."""
+    """Print the plan (`echo`); a plan over the device stops here (UserError) naming the
+    settings that would fit."""
     plan = plan_for(cfg, launch)
     echo(render(plan, title))
     if plan.fits:
         return plan
-    fixes = remedies_that_fit(cfg, launch, plan_for) or [
-        "none alone; combine them, or more devices"
-    ]
+    fixes = remedies_that_fit(cfg, launch, plan_for)
     raise UserError(
         f"the memory plan needs {plan.total / GiB:.1f} GiB per device and the device has "
         f"{launch.device_bytes / GiB:.1f} GiB (table above). Settings that would fit: "
