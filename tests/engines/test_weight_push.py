@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from beacon.engines.hf import HFEngine
 from beacon.engines.serve import serve_in_thread
 from beacon.engines.serve_guard import ServeSettings
-from beacon.engines.weights import chunk_names, push_weights, specs_from_json
+from beacon.engines.weights import cast_for, chunk_names, push_weights, specs_from_json
 
 KEY = "push-test-key"
 
@@ -46,7 +46,8 @@ def _served(engine: HFEngine) -> dict[str, torch.Tensor]:
 
 def test_an_fp32_trainer_pushes_into_a_bf16_server_in_chunks(bf16_server, trainer):
     engine, base_url = bf16_server
-    assert len(chunk_names(trainer, 64 << 10)) > 3  # the push below takes several bodies
+    cast = cast_for(trainer, engine.weight_specs())
+    assert len(chunk_names(cast, 64 << 10)) > 3  # the push below takes several bodies
     push_weights([base_url], trainer, timeout_s=60, api_key=KEY, chunk_bytes=64 << 10)
     served = engine.model.state_dict()
     assert all(served[k].dtype == torch.bfloat16 for k in trainer if trainer[k].is_floating_point())
