@@ -92,9 +92,4 @@ class GRPOConfig(StrictModel):
                 f"rl.loss.kl_coef={self.rl.loss.kl_coef}: the GRPO recipe has no reference model "
                 "yet; set --set rl.loss.kl_coef=0 (the paper's setting)"
             )
-        if self.model.lora is not None:
-            raise ValueError(
-                "model.lora: the GRPO recipe syncs full weights into the rollout engine and does "
-                "not merge adapters yet; remove model.lora"
-            )
         return self

@@ -20,7 +20,10 @@ uninterrupted run's rollouts, rewards and losses.
 Under `accelerate launch` each process rolls out `prompts_per_step / processes` prompts on its
 own engine; outcomes are gathered so that all score the same groups (`gather_outcomes`).
 
-What is not covered (see docs/train.md): vLLM servers, a reference model for the KL term, LoRA,
+With `model.lora` the adapters train and the engine (or servers) gets the merged weights after
+every step (`beacon.train.core.lora.served_state_dict`).
+
+What is not covered (see docs/train.md): vLLM servers, a reference model for the KL term,
 expert-generated hints.
 """
 
@@ -49,6 +52,7 @@ from beacon.rl import (
 from beacon.rollout import Group, Rollouts, RolloutStats
 from beacon.train.core import loop
 from beacon.train.core.checkpoint import TrainState
+from beacon.train.core.lora import served_state_dict
 from beacon.train.core.setup import build_policy, open_run
 from beacon.train.grpo.config import GRPOConfig
 from beacon.train.grpo.hints import HintSource
@@ -93,9 +97,9 @@ class Rescue:
 
 
 def sync_weights(parts: GRPOParts) -> None:
-    """Copy the trainer's weights into the rollout engine(s)."""
+    """Copy the trainer's weights into the rollout engine(s), LoRA adapters merged."""
     accelerator = parts.policy.accelerator
-    parts.push(accelerator.unwrap_model(parts.policy.model).state_dict())
+    parts.push(served_state_dict(accelerator.unwrap_model(parts.policy.model)))
 
 
 def outcomes(group: Group) -> GroupOutcomes:
