@@ -1,6 +1,6 @@
 """`beacon train sft|grpo|opd|rft --config FILE [--set key=value ...] [--resume] [--dry-run]`.
 
-Every trainer prints its memory plan first (`beacon.train.core.memory_plan`); `--dry-run` prints
+Every trainer prints its memory plan first (`beacon.train.core.memory_check`); `--dry-run` prints
 only the plan, for the launch given by `--processes` / `--sharding` (default: this one).
 
 Launch on many processes through accelerate, e.g.
@@ -55,12 +55,8 @@ def plan_only(
 ) -> bool:
     """Whether the command ends here: with `dry_run`, the plan printed. The device memory goes
     to every process of a launch through $BEACON_DEVICE_MEMORY_GB."""
-    from beacon.train.core.memory_plan import (
-        DEVICE_MEMORY_ENV,
-        SHARDINGS,
-        check_plan,
-        current_launch,
-    )
+    from beacon.train.core.memory_check import DEVICE_MEMORY_ENV, check_plan, current_launch
+    from beacon.train.core.memory_plan import SHARDINGS
 
     if device_memory_gb is not None:
         os.environ[DEVICE_MEMORY_ENV] = str(device_memory_gb)

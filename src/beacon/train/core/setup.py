@@ -61,7 +61,7 @@ def open_run(
     """
     from accelerate.utils import set_seed
 
-    from beacon.train.core.memory_plan import accelerator_launch, check_plan
+    from beacon.train.core.memory_check import accelerator_launch, check_plan
 
     accelerator = make_accelerator(cfg.model, cfg.train)
     say = print if accelerator.is_main_process else lambda _: None
