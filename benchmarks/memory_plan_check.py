@@ -18,7 +18,7 @@ Models: the built-in tiny Qwen2-VL and `gpu_real_size.py`'s CPU stand-ins (Qwen2
 hidden 256 / 384, the tiny tokenizer's vocabulary), text only (no image tokens, so the plan's
 vision share is left out of the comparison).
 
-    python benchmarks/memory_plan_check.py                  # all models, ~2 min on 2 cores
+    python benchmarks/memory_plan_check.py                  # all models, ~3.5 min on 2 cores
     python benchmarks/memory_plan_check.py --models tiny --tokens 1024
 """
 
