@@ -45,7 +45,7 @@ the budget is stopped and says so. One markdown table at the end (and in --out).
 
     python benchmarks/gpu_real_size.py [--out table.md]   # a GPU: 3B + 7B, <= 450 s
     python benchmarks/gpu_real_size.py --device cpu       # CPU variant (the default w/o CUDA)
-    python benchmarks/gpu_real_size.py --dry-run          # configs + parameter counts (meta)
+    python benchmarks/gpu_real_size.py --dry-run          # configs, counts, memory plans (meta)
     python benchmarks/gpu_real_size.py --fsdp2            # section 5 alone (GPU: ~5 min)
 
 The CPU variant runs the same code with small shapes (hidden 256 / 384, the tiny tokenizer's
@@ -476,6 +476,50 @@ def dry_run() -> None:
         print(f"| {name} | " + " | ".join(cells) + " |")
     text = model_config("3B").text_config
     print(f"3B text rope: {text.rope_parameters}, tied: {text.tie_word_embeddings}")
+    with tempfile.TemporaryDirectory() as tmp:
+        memory_plans(Path(tmp))
+
+
+PLANS = (  # title, recipe, shape, teacher shape or None, LoRA, GPUs, sharding, GB per GPU
+    ("SFT 3B full", "sft", "3B", None, False, 1, "none", 80),
+    ("SFT 7B full", "sft", "7B", None, False, 1, "none", 80),
+    ("SFT 7B LoRA", "sft", "7B", None, True, 1, "none", 80),
+    ("GRPO 3B full, in-process engine", "grpo", "3B", None, False, 1, "none", 80),
+    ("OPD 7B student + 7B teacher, full", "opd", "7B", "7B", False, 8, "ddp", 96),
+    ("OPD 7B student + 7B teacher, full", "opd", "7B", "7B", False, 8, "fsdp", 96),
+    ("OPD 7B student + 7B teacher, full", "opd", "7B", "7B", False, 8, "zero3", 96),
+)
+"""The memory plans `--dry-run` prints: ReVuE's setting (7B student, 7B teacher, 8 x 96 GB) and
+one GPU of 80 GB for the rest; every one with gradient checkpointing and bf16."""
+
+
+def memory_plans(folder: Path) -> None:
+    """`beacon.train.core.memory_plan` for each of `PLANS`: the plan `beacon train ... --dry-run`
+    prints for that config and launch, and what would make a plan that does not fit fit."""
+    from beacon.train.core.memory_check import plan_for, remedies_that_fit
+    from beacon.train.core.memory_plan import Launch, render
+    from beacon.train.grpo.config import GRPOConfig
+    from beacon.train.opd.config import OPDConfig
+    from beacon.train.sft.config import SFTConfig
+
+    recipes = {"sft": SFTConfig, "grpo": GRPOConfig, "opd": OPDConfig}
+    for name in ("3B", "7B"):
+        model_config(name).save_pretrained(folder / name)
+    for title, recipe, shape, teacher, lora, gpus, sharding, gb in PLANS:
+        model = {"path": str(folder / shape), "gradient_checkpointing": True}
+        model |= {"lora": {"r": 16}} if lora else {}
+        settings = {"model": model, "train": {"output_dir": str(folder / "run")}}
+        if recipe == "sft":
+            settings |= {"data": {"train": ["-"]}}
+            settings["train"] |= {"max_tokens_per_microbatch": 16384}
+        if teacher is not None:
+            settings |= {"teacher": {"path": str(folder / teacher)}}
+        cfg = recipes[recipe].model_validate(settings)
+        launch = Launch(gpus, sharding, True, True, int(gb * 1e9))  # type: ignore[arg-type]
+        plan = plan_for(cfg, launch)
+        print("\n" + render(plan, f"{title}, gradient checkpointing"))
+        if not plan.fits:
+            print("  would fit with: " + "; ".join(remedies_that_fit(cfg, launch, plan_for)))
 
 
 def sections(bench: Bench, a: argparse.Namespace) -> None:
@@ -511,7 +555,9 @@ def main() -> None:
     parser.add_argument("--peak-tflops", type=float, default=989.0, help="H200 dense bf16")
     parser.add_argument("--out", type=Path, help="also write the table here")
     parser.add_argument("--work", type=Path, help="parent of the scratch folder (models, data)")
-    parser.add_argument("--dry-run", action="store_true", help="configs, parameter counts")
+    parser.add_argument(
+        "--dry-run", action="store_true", help="configs, parameter counts, memory plans"
+    )
     parser.add_argument("--fsdp2", action="store_true", help="only the FSDP2 section (5)")
     a = parser.parse_args()
     if a.dry_run:

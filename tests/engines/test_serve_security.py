@@ -228,7 +228,8 @@ def test_every_route_but_health_needs_the_api_key(serve, engine, pristine):
     root = base_url.removesuffix("/v1")
     assert httpx.get(f"{root}/health").status_code == 200
     routes = [("GET", "/v1/models"), ("POST", "/v1/chat/completions"),
-              ("POST", "/beacon/update_weights"), ("GET", "/docs"), ("GET", "/openapi.json"),
+              ("POST", "/beacon/update_weights"), ("GET", "/beacon/weights"), ("GET", "/docs"),
+              ("GET", "/openapi.json"),
               ("GET", "/no/such/route")]  # fmt: skip
     wrong = [{}, {"Authorization": "Bearer wrong"}, {"Authorization": KEY},
              {"Authorization": f"Bearer {KEY}x"}, {"Authorization": f"Basic {KEY}"}]  # fmt: skip

@@ -1,12 +1,23 @@
 """`beacon.engines.weights`: a push is checked whole, and the hf engine copies nothing of a bad
-one (issue 40)."""
+one (issue 40); a push in several chunks is assembled whole or not at all (issue 49)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from beacon.engines.weights import push_size_limit, weight_problems, weight_specs
+from beacon.engines.weights import (
+    ChunkId,
+    PushAssembler,
+    WeightSpec,
+    cast_for,
+    chunk_names,
+    push_size_limit,
+    specs_from_json,
+    specs_json,
+    weight_problems,
+    weight_specs,
+)
 
 
 def _model() -> torch.nn.Module:
@@ -63,3 +74,88 @@ def test_hf_engine_copies_nothing_of_a_push_with_a_problem(tiny_dir):
     assert engine.load_weights(push) == 4
     assert all(torch.equal(engine.model.state_dict()[n], push[n]) for n in push)
     engine.close()
+
+
+# --- chunked pushes (issue 49) ----------------------------------------------------------------
+
+
+def _chunks(model: torch.nn.Module, push: str = "p") -> list[tuple[ChunkId, dict]]:
+    """The model's state dict + 1 as three chunks, one tensor each ([0.weight], [1.weight],
+    [1.bias]), in push order."""
+    state = {k: v + 1 for k, v in model.state_dict().items()}
+    names = chunk_names(state, chunk_bytes=1)
+    return [
+        (ChunkId(push, i, len(names)), {n: state[n] for n in run}) for i, run in enumerate(names)
+    ]
+
+
+def test_chunk_names_bounds_each_body_and_keeps_order():
+    tensors = {
+        "a": torch.zeros(10),
+        "b": torch.zeros(10),
+        "c": torch.zeros(30),
+        "d": torch.zeros(1),
+    }
+    assert chunk_names(tensors, chunk_bytes=80) == [["a", "b"], ["c"], ["d"]]  # c alone: 120 B
+    assert chunk_names(tensors, chunk_bytes=1 << 20) == [["a", "b", "c", "d"]]
+    assert chunk_names({}, chunk_bytes=80) == [[]]
+
+
+def test_a_push_is_whole_only_when_its_last_chunk_arrived():
+    chunks = _chunks(_model())
+    assembler = PushAssembler(weight_specs(_model()))
+    assert [assembler.add(*c) for c in chunks[:-1]] == [None, None]
+    complete = assembler.add(*chunks[-1])
+    assert sorted(complete) == ["0.weight", "1.bias", "1.weight"]
+    assert assembler.staged == {} and assembler.push is None
+
+
+def test_a_new_push_discards_an_unfinished_one():
+    """A trainer that crashed after chunk 1 of 3 and pushes again: the old chunks never reach
+    the model, and a late chunk of the old push is refused."""
+    assembler = PushAssembler(weight_specs(_model()))
+    old, new = _chunks(_model(), "old"), _chunks(_model(), "new")
+    assembler.add(*old[0])
+    assert assembler.add(*new[0]) is None
+    with pytest.raises(ValueError, match="send the push again from chunk 0"):
+        assembler.add(*old[1])
+    assert assembler.staged == {}
+
+
+@pytest.mark.parametrize("problem", ["nan", "twice", "skipped", "total", "range"])
+def test_a_bad_chunk_refuses_the_whole_push(problem):
+    chunks = _chunks(_model())
+    assembler = PushAssembler(weight_specs(_model()))
+    assembler.add(*chunks[0])
+    chunk, tensors = chunks[1]
+    if problem == "nan":
+        tensors = {name: torch.full_like(t, float("nan")) for name, t in tensors.items()}
+    elif problem == "twice":
+        tensors = {**tensors, **chunks[0][1]}
+    elif problem == "skipped":
+        chunk, tensors = chunks[2]
+    elif problem == "total":
+        chunk = ChunkId(chunk.push, chunk.index, chunk.total + 1)
+    else:
+        chunk = ChunkId(chunk.push, 3, 3)
+    with pytest.raises(ValueError, match="refused"):
+        assembler.add(chunk, tensors)
+    assert assembler.staged == {} and assembler.push is None
+    with pytest.raises(ValueError, match="from chunk 0"):  # the rest of the push is refused too
+        assembler.add(*chunks[2])
+
+
+def test_cast_for_gives_each_tensor_the_servers_dtype():
+    specs = {"w": WeightSpec((2,), torch.bfloat16), "ids": WeightSpec((2,), torch.int64)}
+    state = {"w": torch.tensor([1.0 / 3, 2.0]), "ids": torch.tensor([1, 2]), "x": torch.ones(1)}
+    out = cast_for(state, specs)
+    assert out["w"].dtype == torch.bfloat16 and torch.equal(out["w"], state["w"].bfloat16())
+    assert out["ids"].dtype == torch.int64 and out["x"].dtype == torch.float32
+
+
+def test_the_weight_list_round_trips_and_malformed_ones_are_refused():
+    specs = weight_specs(_model().to(torch.bfloat16))
+    assert specs_from_json(specs_json(specs)) == specs
+    for bad in ({}, {"weights": {"a": {"shape": [1], "dtype": "Tensor"}}}, {"weights": [1]}):
+        with pytest.raises(ValueError, match="malformed"):
+            specs_from_json(bad)

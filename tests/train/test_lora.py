@@ -5,6 +5,7 @@ weights (`rollout_state_dict`), and a GRPO run with adapters resumes exactly."""
 from __future__ import annotations
 
 import copy
+import math
 import shutil
 import sys
 from pathlib import Path
@@ -112,6 +113,11 @@ def test_grpo_with_lora_trains_adapters_pushes_merged_weights_and_resumes_exactl
     assert pushed and not any(".lora_" in k or "base_layer" in k for k in pushed[-1])
     rows = read_metrics(run / "metrics.jsonl")
     assert any(m["grad_norm"] > 0 for m in rows)  # the adapters trained
+    # the engine samples what the trainer scores, also after updates (a step that trains
+    # hinted groups only has no gap: NaN)
+    gaps = [m["health/sampler_logprob_gap"] for m in rows]
+    after_update = [g for g in gaps[1:] if math.isfinite(g)]
+    assert after_update and max(after_update) < 1e-3, gaps
 
     straight = tmp_path / "straight"
     shutil.copytree(run, straight)
@@ -161,3 +167,35 @@ def test_opd_with_lora_trains_adapters_and_resumes_exactly(
     assert all(torch.equal(resumed[k], uninterrupted[k]) for k in resumed)
     merged = load_file(run / "checkpoint-2" / "model.safetensors")
     assert not any("lora" in k for k in merged)
+
+
+@pytest.mark.slow
+def test_grpo_with_lora_pushes_merged_weights_to_a_server(
+    tmp_path: Path, tiny_model_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Served rollouts: after the run the server holds the checkpoint's merged weights."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from grpo_helpers import install_choice_processor
+
+    from beacon.engines.hf import HFEngine
+    from beacon.engines.serve import serve_in_thread
+    from beacon.engines.serve_guard import ServeSettings
+
+    monkeypatch.setattr(HFEngine, "__init__", HFEngine.__init__)
+    install_choice_processor()
+    engine = HFEngine(tiny_model_path, batch_size=8)
+    handle = serve_in_thread(engine, "beacon", settings=ServeSettings(allow_weight_updates=True))
+    try:
+        settings = grpo_settings(tmp_path / "run", max_steps=2)
+        settings["model"]["lora"] = {"r": 4, "alpha": 8.0}
+        settings["rollout"]["servers"] = [handle.base_url]
+        run_grpo(GRPOConfig.model_validate(settings))
+    finally:
+        handle.stop()
+    checkpoint = latest_checkpoint(tmp_path / "run")  # merged weights (save_model)
+    merged = load_model(ModelConfig(path=str(checkpoint))).state_dict()
+    served = engine.model.state_dict()
+    base = load_model(ModelConfig(path=str(tiny_model_path))).state_dict()
+    assert any(not torch.equal(merged[k], base[k]) for k in merged)  # the adapters trained
+    assert all(torch.allclose(served[k], merged[k], atol=1e-6) for k in merged)
+    engine.close()

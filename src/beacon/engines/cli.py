@@ -14,6 +14,9 @@ from pydantic import ValidationError
 
 from beacon.engines.serve_guard import API_KEY_ENV, ServeSettings, exposure_warning
 
+SERVE_DTYPES = ("auto", "float32", "bfloat16", "float16")
+"""`beacon serve --dtype` choices (the names torch and vLLM both take)."""
+
 tiny_app = typer.Typer(
     no_args_is_help=True, help="Build tiny random Qwen-VL checkpoints offline (tests, demos)."
 )
@@ -50,6 +53,12 @@ def serve(
     port: int = typer.Option(8000, "--port", help="TCP port."),
     engine: str = typer.Option("hf", "--engine", help="Engine behind the server: hf or vllm."),
     device: str = typer.Option("cpu", "--device", help="cpu or cuda (hf engine)."),
+    dtype: str = typer.Option(
+        "auto",
+        "--dtype",
+        help="Weights' dtype: auto (hf: float32 on cpu, bfloat16 on cuda), float32, bfloat16, "
+        "float16. Weight pushes arrive cast to it.",
+    ),
     batch_size: int = typer.Option(8, "--batch-size", help="Most requests run together."),
     served_model_name: str = typer.Option(
         None, "--served-model-name", help="Name clients use in 'model' (default: --model)."
@@ -103,6 +112,8 @@ def serve(
 
     if engine not in ("hf", "vllm"):
         raise typer.BadParameter(f"--engine {engine!r}: choose hf or vllm")
+    if dtype not in SERVE_DTYPES:
+        raise typer.BadParameter(f"--dtype {dtype!r}: choose one of {', '.join(SERVE_DTYPES)}")
     try:
         settings = ServeSettings(
             api_key=api_key,
@@ -120,7 +131,7 @@ def serve(
     if warning is not None:
         typer.secho(warning, err=True, fg=typer.colors.RED, bold=True)
     kwargs = {"device": device, "batch_size": batch_size} if engine == "hf" else {}
-    backend = load_engine(engine, model, **kwargs)
+    backend = load_engine(engine, model, dtype=dtype, **kwargs)
     app = create_app(backend, served_model_name or model, settings, max_batch=batch_size)
     uvicorn.run(app, host=host, port=port, log_level="info")
 

@@ -143,20 +143,32 @@ class HttpClient:
         self, url: str, data: bytes, content_type: str = "application/json"
     ) -> HttpReply:
         """POST `data` (on this client's loop); `Retryable` on a timeout or connection error."""
-        headers = {"Content-Type": content_type}
-        try:
-            async with self.session.post(url, data=data, headers=headers) as response:
-                return HttpReply(response.status, response.headers, await response.read())
-        except asyncio.TimeoutError as exc:  # also aiohttp's own timeouts (its subclasses)
-            raise Retryable(f"timed out after {self.timeout_s} s: {type(exc).__name__}") from exc
-        except aiohttp.ClientError as exc:
-            raise Retryable(f"connection error: {type(exc).__name__}: {exc}") from exc
+        return await self._send("POST", url, data, {"Content-Type": content_type})
 
     def post_blocking(
         self, url: str, data: bytes, content_type: str = "application/json"
     ) -> HttpReply:
         """`post` from synchronous code; `Retryable` on a timeout or connection error."""
         return self.run(self.post(url, data, content_type))
+
+    async def get(self, url: str) -> HttpReply:
+        """GET `url` (on this client's loop); `Retryable` on a timeout or connection error."""
+        return await self._send("GET", url, None, {})
+
+    async def _send(
+        self, method: str, url: str, data: bytes | None, headers: Mapping[str, str]
+    ) -> HttpReply:
+        try:
+            async with self.session.request(method, url, data=data, headers=headers) as response:
+                return HttpReply(response.status, response.headers, await response.read())
+        except asyncio.TimeoutError as exc:  # also aiohttp's own timeouts (its subclasses)
+            raise Retryable(f"timed out after {self.timeout_s} s: {type(exc).__name__}") from exc
+        except aiohttp.ClientError as exc:
+            raise Retryable(f"connection error: {type(exc).__name__}: {exc}") from exc
+
+    def get_blocking(self, url: str) -> HttpReply:
+        """`get` from synchronous code; `Retryable` on a timeout or connection error."""
+        return self.run(self.get(url))
 
     def close(self) -> None:
         """Close the session and end the thread; a second call does nothing."""

@@ -13,9 +13,13 @@ so they can be tested over real HTTP on CPU, and so a user without a GPU can ser
 - `GET /v1/models`, `GET /health`.
 - `POST /beacon/update_weights` (RL weight sync, `beacon train grpo`), only with
   `--allow-weight-updates`: the body is an `application/octet-stream` safetensors state dict
-  (never a pickle), at most the size of the model's own; the push is checked whole (names,
-  shapes, dtypes, finite values) before any tensor is copied, and applied with no response in
-  flight, under the engine's generation lock. Engines that cannot check a push answer 501.
+  (never a pickle), at most the size of the model's own, in the model's own dtypes; a push may
+  come in several bodies (`?push=<id>&chunk=<i>&chunks=<n>`, in order), held until the last
+  one arrived. The push is checked whole (names, shapes, dtypes, finite values, no name twice)
+  before any tensor is copied, and applied with no response in flight, under the engine's
+  generation lock (`beacon.engines.weights`). `GET /beacon/weights` lists the name, shape and
+  dtype of every weight, so a trainer can cast and chunk its push. Engines that cannot check a
+  push answer 501.
 
 Who may do what (`--api-key`, the caps) is `beacon.engines.serve_guard`; docs/engines.md,
 "Security", says what the server trusts.
@@ -63,7 +67,13 @@ from beacon.engines.serve_guard import (
 )
 from beacon.engines.serve_protocol import add_info_routes, chat_response, parse_chat_request
 from beacon.engines.sharing import WeightGate, generate_in_chunks
-from beacon.engines.weights import push_size_limit
+from beacon.engines.weights import (
+    ChunkId,
+    PushAssembler,
+    push_size_limit,
+    single_push,
+    specs_json,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -111,34 +121,92 @@ def create_app(
             return error_response(f"generation failed: {result.error}", status)
         return JSONResponse(chat_response(result, parsed.body, engine, model_name))
 
-    @app.post("/beacon/update_weights")
-    async def update_weights(raw: Request) -> JSONResponse:
-        if not settings.allow_weight_updates:
+    pushes = WeightPushes(engine, settings, gate)
+    app.get("/beacon/weights")(pushes.weights)
+    app.post("/beacon/update_weights")(pushes.update)
+
+    return app
+
+
+class WeightPushes:
+    """The weight routes: `weights` lists what a push may replace, `update` takes a push or one
+    chunk of it (pushes one at a time, under one lock) and applies a complete one."""
+
+    def __init__(self, engine: Engine, settings: ServeSettings, gate: WeightGate) -> None:
+        self.engine, self.settings, self.gate = engine, settings, gate
+        self.lock = asyncio.Lock()
+        self.assembler: PushAssembler | None = None
+
+    def refusal(self) -> JSONResponse | None:
+        """Why this server takes no pushes (403 or 501), or None."""
+        if not self.settings.allow_weight_updates:
             message = (
                 "weight updates are off on this server; start beacon serve with "
                 "--allow-weight-updates (and --api-key) to take RL weight pushes"
             )
             return error_response(message, 403)
-        load, specs = getattr(engine, "load_weights", None), getattr(engine, "weight_specs", None)
-        if load is None or specs is None:
-            message = f"engine {getattr(engine, 'name', '?')!r} cannot take checked weight pushes"
-            return error_response(message, 501)
+        if not all(hasattr(self.engine, a) for a in ("load_weights", "weight_specs")):
+            name = getattr(self.engine, "name", "?")
+            return error_response(f"engine {name!r} cannot take checked weight pushes", 501)
+        return None
+
+    async def weights(self) -> JSONResponse:
+        """Name, shape and dtype of each weight, for the trainer to cast and chunk its push."""
+        refused = self.refusal()
+        if refused is not None:
+            return refused
+        return JSONResponse(specs_json(self.engine.weight_specs()))
+
+    async def update(self, raw: Request) -> JSONResponse:
+        """One body of a push: 200 `{"received": i + 1, "chunks": n}` while chunks are
+        missing, `{"updated": count}` once the push is whole and applied."""
+        refused = self.refusal()
+        if refused is not None:
+            return refused
         if _media_type(raw) != "application/octet-stream":
             message = "send the weights as Content-Type: application/octet-stream (safetensors)"
             return error_response(message, 415)
-        try:
-            limit = push_size_limit(specs())
-            body = await read_body(raw, limit, "the size of the served model's state dict")
-            tensors = await asyncio.to_thread(_safetensors, body)
-            async with gate.updating():
-                count = await asyncio.to_thread(load, tensors, exact_dtype=True)
-        except PayloadTooLarge as exc:
-            return error_response(str(exc), 413)
-        except ValueError as exc:  # a bad payload is the client's error, the server lives on
-            return error_response(str(exc), 400)
+        async with self.lock:
+            specs = self.engine.weight_specs()
+            if self.assembler is None:  # the engine's weights keep their names, shapes, dtypes
+                self.assembler = PushAssembler(specs)
+            try:
+                chunk = _chunk_id(raw)
+                body = await read_body(
+                    raw, push_size_limit(specs), "the size of the served model's state dict"
+                )
+                tensors = await asyncio.to_thread(_safetensors, body)
+                complete = await asyncio.to_thread(self.assembler.add, chunk, tensors)
+                if complete is None:
+                    return JSONResponse({"received": chunk.index + 1, "chunks": chunk.total})
+                async with self.gate.updating():
+                    count = await asyncio.to_thread(
+                        self.engine.load_weights, complete, exact_dtype=True
+                    )
+            except PayloadTooLarge as exc:
+                self.assembler.discard()
+                return error_response(str(exc), 413)
+            except ValueError as exc:  # a bad payload is the client's error, the server lives on
+                self.assembler.discard()
+                return error_response(str(exc), 400)
         return JSONResponse({"updated": count})
 
-    return app
+
+def _chunk_id(request: Request) -> ChunkId:
+    """Which chunk of which push the body is (`?push=&chunk=&chunks=`; none: a whole push)."""
+    query = request.query_params
+    if not any(key in query for key in ("push", "chunk", "chunks")):
+        return single_push()
+    try:
+        chunk = ChunkId(query["push"], int(query["chunk"]), int(query["chunks"]))
+    except (KeyError, ValueError):
+        raise ValueError(
+            "weight update refused: a chunked push needs ?push=<id>&chunk=<i>&chunks=<n> "
+            "(integers, 0 <= i < n)"
+        ) from None
+    if not chunk.push or len(chunk.push) > 64:
+        raise ValueError("weight update refused: push ids are 1 to 64 characters")
+    return chunk
 
 
 def _media_type(request: Request) -> str:

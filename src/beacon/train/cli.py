@@ -1,5 +1,8 @@
 """`beacon train sft|grpo|opd|rft --config NAME|FILE [--set key=value ...] [--resume]
-[--no-progress] [--show-config]`.
+[--no-progress] [--show-config] [--dry-run]`.
+
+Every trainer prints its memory plan first (`beacon.train.core.memory_check`); `--dry-run` prints
+only the plan, for the launch given by `--processes` / `--sharding` (default: this one).
 
 Launch on many processes through accelerate, e.g. ``beacon configs cp fsdp . && accelerate
 launch --config_file fsdp.yaml -m beacon train sft --config ...``.
@@ -7,8 +10,9 @@ launch --config_file fsdp.yaml -m beacon train sft --config ...``.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import typer
 from pydantic import BaseModel
@@ -39,6 +43,50 @@ SHOW = typer.Option(
 )
 """The options every train command takes; a bad config or run folder is one line, exit 2
 (`beacon.cli.main`)."""
+DRY_RUN = typer.Option(
+    False, "--dry-run", help="Print the memory plan and exit: nothing is loaded or written."
+)
+DEVICE_MEMORY = typer.Option(
+    None,
+    "--device-memory-gb",
+    help="Memory (GB) of each device the plan checks against; default: the GPU's, on CPU the "
+    "RAM shared by the node's processes.",
+)
+PROCESSES = typer.Option(None, "--processes", help="--dry-run: processes (devices) to plan for.")
+SHARDING = typer.Option(
+    None, "--sharding", help="--dry-run: none, ddp, fsdp, zero1, zero2 or zero3 to plan for."
+)
+"""The memory plan's options (`plan_only`)."""
+
+
+def plan_only(
+    cfg: Any,
+    title: str,
+    dry_run: bool,
+    device_memory_gb: float | None,
+    processes: int | None,
+    sharding: str | None,
+) -> bool:
+    """Whether the command ends here: with `dry_run`, the plan printed. The device memory goes
+    to every process of a launch through $BEACON_DEVICE_MEMORY_GB."""
+    from beacon.train.core.memory_check import DEVICE_MEMORY_ENV, check_plan, current_launch
+    from beacon.train.core.memory_plan import SHARDINGS
+
+    if device_memory_gb is not None:
+        os.environ[DEVICE_MEMORY_ENV] = str(device_memory_gb)
+    if not dry_run:
+        if processes is not None or sharding is not None:
+            raise typer.BadParameter(
+                "--processes and --sharding plan a --dry-run; a run takes both from its launch "
+                "(accelerate launch --num_processes N --config_file fsdp.yaml, the file from "
+                "`beacon configs cp fsdp .`)"
+            )
+        return False
+    if sharding is not None and sharding not in SHARDINGS:
+        raise typer.BadParameter(f"--sharding {sharding!r}: choose one of {', '.join(SHARDINGS)}")
+    check_plan(cfg, current_launch(cfg.model, processes, sharding), title)  # type: ignore[arg-type]
+    return True
+
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -83,13 +131,17 @@ def sft_command(
     resume: bool = RESUME,
     no_progress: bool = NO_PROGRESS,
     show: bool = SHOW,
+    dry_run: bool = DRY_RUN,
+    device_memory_gb: float = DEVICE_MEMORY,
+    processes: int = PROCESSES,
+    sharding: str = SHARDING,
 ) -> None:
     """Cold-start SFT: cross-entropy on generated segments of trajectories."""
     from beacon.train.sft import SFTConfig, run_sft
 
-    run_sft(
-        _config(SFTConfig, "sft", config, sets, no_progress=no_progress, show=show), resume=resume
-    )
+    cfg = _config(SFTConfig, "sft", config, sets, no_progress=no_progress, show=show)
+    if not plan_only(cfg, "beacon train sft", dry_run, device_memory_gb, processes, sharding):
+        run_sft(cfg, resume=resume)
 
 
 GRPO_EPILOG = """
@@ -109,13 +161,17 @@ def grpo_command(
     resume: bool = RESUME,
     no_progress: bool = NO_PROGRESS,
     show: bool = SHOW,
+    dry_run: bool = DRY_RUN,
+    device_memory_gb: float = DEVICE_MEMORY,
+    processes: int = PROCESSES,
+    sharding: str = SHARDING,
 ) -> None:
     """GRPO with the NAAR reward and HGCE hints, rollouts through the agent loop."""
     from beacon.train.grpo import GRPOConfig, run_grpo
 
-    run_grpo(
-        _config(GRPOConfig, "grpo", config, sets, no_progress=no_progress, show=show), resume=resume
-    )
+    cfg = _config(GRPOConfig, "grpo", config, sets, no_progress=no_progress, show=show)
+    if not plan_only(cfg, "beacon train grpo", dry_run, device_memory_gb, processes, sharding):
+        run_grpo(cfg, resume=resume)
 
 
 OPD_EPILOG = """
@@ -138,13 +194,17 @@ def opd_command(
     resume: bool = RESUME,
     no_progress: bool = NO_PROGRESS,
     show: bool = SHOW,
+    dry_run: bool = DRY_RUN,
+    device_memory_gb: float = DEVICE_MEMORY,
+    processes: int = PROCESSES,
+    sharding: str = SHARDING,
 ) -> None:
     """On-policy distillation with ReVuE: critic reflections and token-impact weights."""
     from beacon.train.opd import OPDConfig, run_opd
 
-    run_opd(
-        _config(OPDConfig, "opd", config, sets, no_progress=no_progress, show=show), resume=resume
-    )
+    cfg = _config(OPDConfig, "opd", config, sets, no_progress=no_progress, show=show)
+    if not plan_only(cfg, "beacon train opd", dry_run, device_memory_gb, processes, sharding):
+        run_opd(cfg, resume=resume)
 
 
 RFT_EPILOG = """
@@ -170,6 +230,10 @@ def rft_command(
     resume: bool = RESUME,
     no_progress: bool = NO_PROGRESS,
     show: bool = SHOW,
+    dry_run: bool = DRY_RUN,
+    device_memory_gb: float = DEVICE_MEMORY,
+    processes: int = PROCESSES,
+    sharding: str = SHARDING,
 ) -> None:
     """RFT: SFT the student on the teacher's verified trajectories (sample, verify, sft)."""
     from beacon.data.records import StageSummary
@@ -177,6 +241,10 @@ def rft_command(
     from beacon.train.rft import RFTConfig, run_rft
 
     cfg = _config(RFTConfig, "rft", config, sets, no_progress=no_progress, show=show)
+    if plan_only(
+        cfg, "beacon train rft (its SFT stage)", dry_run, device_memory_gb, processes, sharding
+    ):
+        return
     try:
         summary = run_rft(cfg, resume=resume)
     except InfrastructureErrors as exc:  # teacher server down: rerun with --resume retries them

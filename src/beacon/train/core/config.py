@@ -72,6 +72,12 @@ class ServedRolloutConfig(StrictModel):
         description="Environment variable holding the servers' API key (`beacon serve "
         "--api-key`), sent with every request and weight push; None: no key.",
     )
+    push_chunk_mb: int = Field(
+        512,
+        ge=1,
+        description="Weight pushes to rollout.servers: MiB of tensors per request body (a "
+        "larger tensor goes alone); the server applies a push once all its bodies arrived.",
+    )
     _env_name = field_validator("server_api_key_env")(env_var_name)
 
 

@@ -1,6 +1,6 @@
-"""Set-up every trainer shares: `open_run` (accelerator, run folder checked and claimed, RNGs
-seeded, the `train.report_to` trackers started), `build_policy` (the checkpoint with LoRA /
-gradient checkpointing / frozen vision as set, AdamW with linear warm-up and cosine decay,
+"""Set-up every trainer shares: `open_run` (accelerator, memory plan, run folder checked and
+claimed, RNGs seeded, the `train.report_to` trackers started), `build_policy` (the checkpoint with
+LoRA / gradient checkpointing / frozen vision as set, AdamW with linear warm-up and cosine decay,
 prepared for the launch's processes) and `save_model`. A recipe calls them, adds its own parts
 and hands a step function to `loop.run`.
 """
@@ -61,14 +61,20 @@ def open_run(
     per_process: Mapping[str, int] | None = None,
 ) -> tuple[Any, Path]:
     """The accelerator and the run folder, checked (`check_run_folder`) and holding `config.yaml`;
-    every RNG seeded from `train.seed`; the trackers of `train.report_to` started.
+    every RNG seeded from `train.seed`; the trackers of `train.report_to` started. First the
+    memory plan is printed, and a run that cannot fit its device stops
+    (`beacon.train.core.memory_plan`).
 
     `per_process` names the settings (key -> value) a step splits over the processes; one that
     the launch's process count does not divide is refused before anything is written.
     """
     from accelerate.utils import set_seed
 
+    from beacon.train.core.memory_check import accelerator_launch, check_plan
+
     accelerator = make_accelerator(cfg.model, cfg.train)
+    say = print if accelerator.is_main_process else lambda _: None
+    check_plan(cfg, accelerator_launch(accelerator), type(cfg).__name__, say)  # loads nothing
     for key, value in (per_process or {}).items():
         if value % accelerator.num_processes:
             raise ValueError(

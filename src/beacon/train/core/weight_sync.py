@@ -3,17 +3,17 @@
 `rollout_engine` builds the in-process `hf` engine (weights copied in with `load_weights`), or,
 with `rollout.servers`, one `openai` engine per `beacon serve` process behind a
 `beacon.engines.spread.SpreadEngine`, new weights pushed to every server with
-`beacon.engines.weights.push_weights` and the servers' API key (`rollout.server_api_key_env`);
-each server checks a push whole before it applies any of it.
+`beacon.engines.weights.push_weights` and the servers' API key (`rollout.server_api_key_env`),
+cast to each server's dtypes and in bodies of at most `rollout.push_chunk_mb` of tensors; each
+server checks a push whole before it applies any of it.
 
 `WeightSync` pushes the trainer's weights (`trainer_weights`: whole tensors, also where the
 launch shards them) into the engine: every process into its own in-process engine, or the main
 process alone into the servers all processes share, the others waiting until it is done so no
 process rolls out on a server that is still being written.
 
-What is not covered: vLLM servers (they need vLLM's own weight-update path), sharded pushes of
-models too large for one request body; DeepSpeed ZeRO-3 gathering is written after TRL's and
-has not run here (no DeepSpeed in this environment).
+What is not covered: vLLM servers (they need vLLM's own weight-update path); DeepSpeed ZeRO-3
+gathering is written after TRL's and has not run (DeepSpeed is not installed in the tests).
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def rollout_engine(
         return WeightSync(engine, engine.load_weights, shared=False)
     from beacon.engines.openai import OpenAIEngine
     from beacon.engines.spread import SpreadEngine
-    from beacon.engines.weights import push_weights, weights_payload
+    from beacon.engines.weights import push_weights
 
     key = server_api_key(rollout.server_api_key_env)
     engines = [
@@ -87,9 +87,10 @@ def rollout_engine(
         for url in rollout.servers
     ]
     servers, timeout = rollout.servers, rollout.server_timeout_s
+    chunk_bytes = rollout.push_chunk_mb << 20
     return WeightSync(
         SpreadEngine(engines),
-        lambda sd: push_weights(servers, weights_payload(sd), timeout, key),
+        lambda sd: push_weights(servers, sd, timeout, key, chunk_bytes),
         shared=True,
     )
 
