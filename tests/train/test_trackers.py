@@ -43,6 +43,33 @@ def test_tensorboard_reads_back_the_logged_loss(
     assert [value for _, value in loss] == pytest.approx([m["loss"] for m in logged], rel=1e-6)
 
 
+@pytest.mark.slow
+def test_wandb_offline_run_holds_the_logged_loss(
+    tiny_model_path: Path, train_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """W&B in offline mode (nothing is sent anywhere): the run folder holds one offline W&B run
+    whose record file carries every step's loss as metrics.jsonl has it, and the resolved config.
+    The record file is read as bytes (its values are JSON text inside protobuf records), so the
+    test uses no W&B internals."""
+    pytest.importorskip("wandb")
+    import json
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    run = tmp_path / "run"
+    settings = sft_settings(
+        tiny_model_path, train_data, run, max_steps=2, save_every=2, report_to=["wandb"]
+    )
+    run_sft(SFTConfig.model_validate(settings))
+
+    logged = read_metrics(run / "metrics.jsonl")
+    [record] = list((run / "wandb").glob("offline-run-*/run-*.wandb"))
+    data = record.read_bytes()
+    assert [m["step"] for m in logged] == [1, 2]
+    assert all(json.dumps(m["loss"]).encode() in data for m in logged)
+    assert b"train.max_steps" in data
+
+
 @pytest.mark.parametrize(
     ("tracker", "check"),
     [
