@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -52,6 +52,18 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     root = config.stash.get(_ROOT_KEY, None)
     if root is not None:
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def _environment_restored() -> Iterator[None]:
+    """Each test leaves the process environment as it found it: code a test runs in-process
+    (`beacon.cli.main` sets `TQDM_DISABLE` off a terminal, say) must not reach later tests or
+    the processes they start."""
+    saved = dict(os.environ)
+    yield
+    if os.environ != saved:
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 @pytest.fixture(scope="session")

@@ -8,12 +8,13 @@ progress display (loss, tokens/s, ETA; `beacon.progress`), on the main process o
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from beacon.jsonl import JsonlWriter, read_jsonl, write_jsonl_atomic
+from beacon.jsonl import JsonlWriter, read_jsonl, repair_jsonl, write_jsonl_atomic
 from beacon.progress import Progress
 from beacon.rollout.checks import CHECK_REASONS
 from beacon.train.core.trackers import scalars
@@ -117,9 +118,34 @@ class MetricsLogger:
 
 
 def truncate_after(path: Path, step: int) -> None:
-    """Drop lines of steps after `step` (and a torn last line): a resumed run rewrites them."""
-    if path.exists():
-        write_jsonl_atomic(path, [r for r in read_jsonl(path) if r.get("step", 0) <= step])
+    """Drop lines of steps after `step` (and a torn last line): a resumed run rewrites them.
+
+    In a step-ordered log those lines are its tail, cut off in place (one `truncate`, then
+    fsync), so a writer that opened the file before (the OPD critic's exchange log) keeps
+    appending to it; a log whose later lines go back to earlier steps is rewritten through a
+    temporary file instead (`write_jsonl_atomic`).
+    """
+    if not path.exists():
+        return
+    repair_jsonl(path)
+    records = list(read_jsonl(path))
+    drop = [r.get("step", 0) > step for r in records]
+    if not any(drop):
+        return
+    first = drop.index(True)
+    if not all(drop[first:]):
+        write_jsonl_atomic(path, [r for r, d in zip(records, drop, strict=True) if not d])
+        return
+    with path.open("rb+") as f:
+        cut = seen = 0
+        for raw in f:  # the byte where record `first` starts (read_jsonl skips blank lines)
+            if raw.strip():
+                if seen == first:
+                    break
+                seen += 1
+            cut += len(raw)
+        f.truncate(cut)
+        os.fsync(f.fileno())
 
 
 def read_metrics(path: Path) -> list[dict[str, Any]]:
