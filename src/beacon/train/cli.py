@@ -84,7 +84,8 @@ def plan_only(
         return False
     if sharding is not None and sharding not in SHARDINGS:
         raise typer.BadParameter(f"--sharding {sharding!r}: choose one of {', '.join(SHARDINGS)}")
-    check_plan(cfg, current_launch(cfg.model, processes, sharding), title)  # type: ignore[arg-type]
+    launch = current_launch(cfg.model, processes, sharding)  # type: ignore[arg-type]
+    check_plan(cfg, launch, title, typer.echo)
     return True
 
 

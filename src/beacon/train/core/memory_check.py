@@ -220,11 +220,9 @@ def device_bytes(cuda: bool) -> int:
     return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // local
 
 
-def check_plan(
-    cfg: Any, launch: Launch, title: str, echo: Callable[[str], None] = print
-) -> MemoryPlan:
-    """Print the plan (`echo`); a plan over the device stops here (UserError) naming the
-    settings that would fit."""
+def check_plan(cfg: Any, launch: Launch, title: str, echo: Callable[[str], None]) -> MemoryPlan:
+    """Show the plan through `echo` (the trainer's log, or the CLI's output for --dry-run); a
+    plan over the device stops here (UserError) naming the settings that would fit."""
     plan = plan_for(cfg, launch)
     echo(render(plan, title))
     if plan.fits:

@@ -8,6 +8,7 @@ and hands a step function to `loop.run`.
 from __future__ import annotations
 
 import copy
+import logging
 import shutil
 from collections.abc import Collection, Mapping
 from pathlib import Path
@@ -17,6 +18,8 @@ from beacon.runfolder import check_run_folder, write_run_config
 from beacon.train.core.config import OPERATIONAL_KEYS, LoraConfig, ModelConfig, TrainConfig
 from beacon.train.core.loop import LoopParts
 from beacon.train.core.trackers import check_trackers, start_trackers, tracker_dir
+
+logger = logging.getLogger(__name__)
 
 _WEIGHT_FILES = (".safetensors", ".bin", ".pt", ".pth")
 _MODEL_CONFIG_FILES = ("config.json", "generation_config.json", "model.safetensors.index.json")
@@ -73,7 +76,7 @@ def open_run(
     from beacon.train.core.memory_check import accelerator_launch, check_plan
 
     accelerator = make_accelerator(cfg.model, cfg.train)
-    say = print if accelerator.is_main_process else lambda _: None
+    say = logger.info if accelerator.is_main_process else lambda _: None
     check_plan(cfg, accelerator_launch(accelerator), type(cfg).__name__, say)  # loads nothing
     for key, value in (per_process or {}).items():
         if value % accelerator.num_processes:
