@@ -4,9 +4,7 @@ process on the same global batch: the loss is normalised by the step's global ta
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -15,19 +13,9 @@ import torch
 from beacon.train.sft import SFTConfig
 
 from .ddp_worker import first_step
-from .helpers import sft_settings
+from .helpers import run_worker, sft_settings
 
 WORKER = Path(__file__).with_name("ddp_worker.py")
-SRC = Path(__file__).resolve().parents[2] / "src"
-
-
-def _run(command: list[str], tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    env["OMP_NUM_THREADS"] = "1"
-    proc = subprocess.run(
-        command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=240
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
 
 
 @pytest.mark.slow
@@ -50,7 +38,7 @@ def test_two_gloo_processes_equal_one(
     # Accelerator(cpu=True) joins the two processes into a gloo group (--cpu would start one)
     launch = [shutil.which("accelerate"), "launch", "--multi_gpu", "--num_processes", "2"]
     launch += ["--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no"]
-    _run([*launch, str(WORKER), config, str(two)], tmp_path)
+    run_worker([*launch, str(WORKER), config, str(two)], tmp_path)
     a, b = torch.load(one), torch.load(two)
     assert (a["processes"], b["processes"]) == (1, 2)
     assert a["targets"] == b["targets"] > 0

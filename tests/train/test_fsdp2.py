@@ -10,37 +10,26 @@ torch's `fully_shard` as accelerate's FSDP2 plugin does and runs the trainers' o
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
 
+from .helpers import run_worker
 from .servers import free_port
 
 WORKER = Path(__file__).with_name("fsdp2_worker.py")
-SRC = Path(__file__).resolve().parents[2] / "src"
-
-
-def _run(command: list[str], tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    env["OMP_NUM_THREADS"] = "1"
-    proc = subprocess.run(
-        command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=280
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
 
 
 @pytest.mark.slow
 def test_sft_grpo_and_opd_steps_under_fsdp2_equal_one_process(
     tiny_model_path: Path, tmp_path: Path
 ) -> None:
-    _run([sys.executable, str(WORKER), str(tiny_model_path), str(tmp_path)], tmp_path)
+    run_worker([sys.executable, str(WORKER), str(tiny_model_path), str(tmp_path)], tmp_path)
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2"]
     torchrun += ["--master_port", str(free_port())]
-    _run([*torchrun, str(WORKER), str(tiny_model_path), str(tmp_path)], tmp_path)
+    run_worker([*torchrun, str(WORKER), str(tiny_model_path), str(tmp_path)], tmp_path)
     one, two = (torch.load(tmp_path / f"step-{n}.pt") for n in (1, 2))
     assert (one["processes"], two["processes"]) == (1, 2)
     for part in ("sft", "grpo", "opd", "weights"):
