@@ -32,8 +32,6 @@ CONFIG_FILE = "demo.yaml"
 TIMINGS_FILE = "timings.json"
 """Each stage's wall time by name (a resumed stage: the run that finished it)."""
 
-Log = Callable[[str], None]
-
 
 def run_demo(cfg: DemoConfig, log: Callable[[str], None]) -> Path:
     """Every stage (resuming finished work), then `report.md`; returns the report's path."""
@@ -84,7 +82,7 @@ def _prepare(cfg: DemoConfig) -> DemoConfig:
     return cfg
 
 
-def run_demo_stages(cfg: DemoConfig, stages: list[Stage], log: Log) -> None:
+def run_demo_stages(cfg: DemoConfig, stages: list[Stage], log: Callable[[str], None]) -> None:
     """Run `stages` (resuming finished work), logging progress lines to `log` and each stage's
     wall time to `timings.json`.
 
