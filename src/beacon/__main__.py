@@ -2,5 +2,5 @@
 
 from beacon.cli import main
 
-if __name__ == "__main__":  # not when a spawned process (`beacon.demo.schedule`) re-imports it
+if __name__ == "__main__":  # not when a spawned process (`beacon.stages`) re-imports it
     main()

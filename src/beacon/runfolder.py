@@ -9,10 +9,16 @@ difference is refused with `RunFolderMismatch`, which names every differing key 
 that picks another folder, because resuming would mix results made under two configs. A setting
 added to Beacon after the folder was written counts as unchanged while it has its default (the
 folder's run computed what the default computes), so an upgrade does not orphan run folders.
+
+The names of the files every kind of run folder shares are written here once (`CONFIG_FILE`,
+`SUMMARY_FILE`, a trainer's logs), with the questions asked of a folder by those names: does it
+hold a run to resume (`has_run`), what did its finished run sum up (`read_summary`, written by
+`write_summary`).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection
 from pathlib import Path
 from typing import Any
@@ -33,6 +39,33 @@ from beacon.errors import UserError
 from beacon.jsonl import write_atomic
 
 CONFIG_FILE = "config.yaml"
+"""The resolved config of the run in a folder (headed by its model and identity hash)."""
+SUMMARY_FILE = "summary.json"
+"""What a finished run or stage sums up (an eval run's scores, a data stage's counts), written
+last and atomically: its presence means the run in that folder finished."""
+METRICS_FILE = "metrics.jsonl"
+"""A trainer's per-step metrics, one JSON line per logged step."""
+REVUE_LOG = "revue.jsonl"
+"""An OPD run's per-group ReVuE record (critic verdicts, token weights), read by `beacon revue`."""
+CRITIC_LOG = "critic.jsonl"
+"""An OPD run's critic exchanges, read by `beacon revue`."""
+
+
+def has_run(folder: Path) -> bool:
+    """Whether `folder` already holds a run (its config is recorded): a trainer resumes it."""
+    return (folder / CONFIG_FILE).exists()
+
+
+def read_summary(folder: Path) -> dict[str, Any]:
+    """The summary of the run in `folder`; empty while the run has not finished (none written)."""
+    path = folder / SUMMARY_FILE
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+
+
+def write_summary(folder: Path, summary: dict[str, Any]) -> None:
+    """Write `folder`'s summary atomically (a kill leaves the old one or none: never half of
+    one, which `read_summary` would take for a finished run); no NaN (not JSON)."""
+    write_atomic(folder / SUMMARY_FILE, json.dumps(summary, indent=2, allow_nan=False) + "\n")
 
 
 class RunFolderMismatch(UserError, ValueError):

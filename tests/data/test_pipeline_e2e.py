@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import json
 
+from typer.testing import CliRunner
+
+from beacon.cli import app
 from beacon.data.hints import run_hints
 from beacon.data.stages import run_difficulty, run_expert
 from beacon.images import ImageStore
 from beacon.types import Trajectory
 
-from .conftest import POOL, data_config
+from .conftest import POOL, SHIPPED, data_config, overrides
 
 
 def test_difficulty_expert_hints(tmp_path, scripted_server):
@@ -58,3 +61,15 @@ def test_difficulty_expert_hints(tmp_path, scripted_server):
         assert record["accepted"] and record["hint"] and record["attempts"] == 1
     summary = json.loads((tmp_path / "hints" / "summary.json").read_text())
     assert summary["stage"] == "hints" and summary["kept"] == hints.kept
+
+    # `beacon data all`, the stages through the one runner: a finished stage (its summary.json
+    # there) is skipped, one without (killed before it finished) runs again, and only it
+    (tmp_path / "hints" / "summary.json").unlink()
+    sets = [a for o in overrides(tmp_path, server.base_url) for a in ("--set", o)]
+    result = CliRunner().invoke(app, ["data", "all", "-c", str(SHIPPED), "--no-progress", *sets])
+    assert result.exit_code == 0, result.output
+    assert "[1/3] difficulty: already done" in result.output
+    assert "[2/3] expert: already done" in result.output
+    assert "[3/3] hints: done in " in result.output
+    assert f"hints: kept {hints.kept} of {hints.total}" in result.output
+    assert json.loads((tmp_path / "hints" / "summary.json").read_text()) == summary

@@ -4,6 +4,7 @@ beacon data scripted-expert --port 8011 &          # offline expert for synth (t
 beacon data difficulty -c synth_tiny                # a shipped config's name, or a YAML file
 beacon data expert     -c synth_tiny
 beacon data hints      -c synth_tiny
+beacon data all        -c synth_tiny                # the three above, each unless finished
 beacon data import-thyme thyme_sft.jsonl --images /data/thyme --out runs/thyme-sft
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,6 +23,7 @@ from beacon.configs.cli import config_option
 
 if TYPE_CHECKING:
     from beacon.data.config import DataConfig
+    from beacon.stages import Stage
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -103,6 +106,49 @@ def hints(
     from beacon.data.hints import run_hints
 
     _run_stage(run_hints, config, set_, no_progress, show)
+
+
+@app.command("all")
+def all_stages(
+    config: Path = CONFIG,
+    set_: list[str] = SET,
+    no_progress: bool = NO_PROGRESS,
+    show: bool = SHOW,
+) -> None:
+    """Run difficulty, expert and hints in order, skipping each one that already finished."""
+    from beacon.data.records import StageSummary
+    from beacon.runfolder import read_summary
+    from beacon.stages import run_stages
+
+    cfg = _load(config, set_, show)
+    stages = data_stages(cfg, progress=not no_progress)
+    try:
+        run_stages(stages, log=partial(typer.echo, err=True))
+    except (FileNotFoundError, ValueError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    for stage in stages:
+        typer.echo(StageSummary(**read_summary(cfg.root / stage.name)).line())
+
+
+def data_stages(cfg: DataConfig, progress: bool) -> list[Stage]:
+    """The data pipeline in order. Each stage writes `summary.json` in its folder last, so a
+    stage is done once that is there; one killed midway resumes from its eval run or its
+    hints.jsonl. A finished stage is rerun by its own command (after a change of settings)."""
+    from beacon.data.hints import run_hints
+    from beacon.data.stages import run_difficulty, run_expert
+    from beacon.runfolder import read_summary
+    from beacon.stages import Stage
+
+    runs = {"difficulty": run_difficulty, "expert": run_expert, "hints": run_hints}
+    return [
+        Stage(
+            name,
+            partial(run, cfg, progress=progress),
+            lambda folder=cfg.root / name: bool(read_summary(folder)),
+        )
+        for name, run in runs.items()
+    ]
 
 
 @app.command("scripted-expert")

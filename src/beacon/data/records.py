@@ -9,14 +9,14 @@ resumes from its own append-only JSONL.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from beacon.jsonl import write_atomic
+from beacon.runfolder import write_summary
 
-SUMMARY_FILE = "summary.json"
+SFT_FILE = "trajectories.jsonl"
+"""A training set's rows (one `Trajectory` JSON a line), beside the `images/` store they name."""
 
 
 @dataclass
@@ -44,10 +44,8 @@ class StageSummary:
     def drop(self, reason: str) -> None:
         self.dropped[reason] = self.dropped.get(reason, 0) + 1
 
-    def write(self, folder: Path) -> Path:
-        path = folder / SUMMARY_FILE
-        write_atomic(path, json.dumps(asdict(self), indent=2) + "\n")
-        return path
+    def write(self, folder: Path) -> None:
+        write_summary(folder, asdict(self))
 
     def line(self) -> str:
         """One log line: `difficulty: kept 7 of 20 (too_easy 13)`."""

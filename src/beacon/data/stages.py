@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from beacon.data.config import DataConfig
-from beacon.data.records import ItemRef, StageSummary
+from beacon.data.records import SFT_FILE, ItemRef, StageSummary
 from beacon.data.selection import pass_counts, select_hard
 from beacon.eval.config import EvalConfig
 from beacon.eval.records import SAMPLES_FILE, TRAJECTORIES_FILE
@@ -38,7 +38,6 @@ logger = logging.getLogger(__name__)
 
 SELECTED_FILE = "selected.jsonl"
 VERIFIED_FILE = "verified.jsonl"
-SFT_FILE = "trajectories.jsonl"
 
 
 @dataclass

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from beacon.agent.formats import THYME
-from beacon.data.records import StageSummary
+from beacon.data.records import SFT_FILE, StageSummary
 from beacon.files import FileRefused, read_file
 from beacon.images import ImageError, ImageStore, load_image
 from beacon.jsonl import read_jsonl, write_jsonl_atomic
@@ -220,7 +220,7 @@ def import_thyme(
             summary.drop(str(exc))
         except (KeyError, TypeError, AttributeError):
             summary.drop("malformed_row")
-    summary.kept = write_jsonl_atomic(out / "trajectories.jsonl", rows)
+    summary.kept = write_jsonl_atomic(out / SFT_FILE, rows)
     summary.write(out)
     logger.info("%s", summary.line())
     return summary

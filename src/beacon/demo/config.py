@@ -104,7 +104,7 @@ class DemoConfig(StrictModel):
         2,
         ge=1,
         description="GRPO runs and OPD variants (each with its evaluation) trained at once, "
-        "each in a process of its own with threads/jobs torch threads (beacon.demo.schedule)",
+        "each in a process of its own with threads/jobs torch threads (beacon.demo.run)",
     )
     progress: bool = Field(True, description="progress bars (operational: not part of a result)")
     data: DemoData = Field(default_factory=DemoData)

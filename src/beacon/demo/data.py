@@ -14,7 +14,6 @@ they reference in `sft/images/`). Both runs resume after `kill -9` (they are eva
 
 from __future__ import annotations
 
-import json
 import logging
 from collections import Counter
 from pathlib import Path
@@ -27,6 +26,7 @@ from beacon.benchmarks.synth_demo import (
     prerender,
     render_once,
 )
+from beacon.data.records import SFT_FILE
 from beacon.data.scripted import create_scripted_app
 from beacon.data.stages import copy_image, image_keys, run_trajectories
 from beacon.demo.config import DemoConfig
@@ -36,7 +36,8 @@ from beacon.engines.serve import run_app_in_thread
 from beacon.eval.config import EvalConfig
 from beacon.eval.runner import run_eval
 from beacon.images import ImageStore
-from beacon.jsonl import write_atomic, write_jsonl_atomic
+from beacon.jsonl import write_jsonl_atomic
+from beacon.runfolder import write_summary
 
 logger = logging.getLogger(__name__)
 
@@ -129,8 +130,8 @@ def write_sft_set(root: Path, runs: list[Path]) -> dict[str, int]:
             rows.append(traj.to_json())
             tool = "crop" if traj.used_tool else "direct"
             counts[f"{record['mode']}/{tool}/{record.get('category', '?')}"] += 1
-    write_jsonl_atomic(folder / "trajectories.jsonl", rows)
+    write_jsonl_atomic(folder / SFT_FILE, rows)
     summary = {"rows": len(rows), **dict(sorted(counts.items()))}
-    write_atomic(folder / "summary.json", json.dumps(summary, indent=2) + "\n")
+    write_summary(folder, summary)
     logger.info("demo SFT set: %d rows", len(rows))
     return summary

@@ -37,6 +37,8 @@ from beacon.revue.scripted import GROUNDING
 from beacon.sandbox.inputs import PIL_INPUT_EXT
 from beacon.sandbox.sandbox import jailed_input_path
 
+DEMO_MODEL_FILE = "beacon_demo.json"
+"""Written last into a demo model's folder (how it was built): the folder holds a whole model."""
 DEMO_SPEC = TinyModelSpec(
     hidden_size=128,
     intermediate_size=512,
@@ -127,5 +129,5 @@ def make_demo_model(out_dir: str | Path, seed: int = 0) -> Path:
     """Write the demo's random-init checkpoint to `out_dir` (same seed, same files)."""
     out = build_checkpoint(out_dir, "qwen2_vl", demo_tokenizer(), DEMO_SPEC, seed)
     info = {"builder": "beacon.demo.model", "seed": seed, "phrases": len(PHRASES)}
-    (out / "beacon_demo.json").write_text(json.dumps(info, indent=2) + "\n")
+    (out / DEMO_MODEL_FILE).write_text(json.dumps(info, indent=2) + "\n")
     return out

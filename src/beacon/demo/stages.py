@@ -27,16 +27,19 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from beacon.agent.config import AgentConfig
 from beacon.benchmarks.synth_demo import SynthDemo
+from beacon.data.records import SFT_FILE
 from beacon.demo.config import DemoConfig
 from beacon.demo.data import TRAIN_BENCH, build_sft_data, expert_agent
-from beacon.demo.model import make_demo_model
+from beacon.demo.model import DEMO_MODEL_FILE, make_demo_model
 from beacon.demo.teacher import TEACHER_DATA, build_teacher_set
 from beacon.jsonl import write_atomic
+from beacon.runfolder import has_run, read_summary
+from beacon.stages import Stage
+from beacon.train.core.checkpoint import COMPLETE
 
 logger = logging.getLogger(__name__)
 
@@ -73,18 +76,6 @@ COLD_START_RECORD = "cold_start.json"
 """In a shipped cold start: the settings it was made with (`config.cold_start_identity`)."""
 
 
-@dataclass(frozen=True)
-class Stage:
-    """One step of the demo; `run` does nothing when `done()` (its output is complete)."""
-
-    name: str
-    run: Callable[[], None]
-    done: Callable[[], bool]
-    job: str | None = None
-    """The run this stage trains or evaluates (a GRPO run, an OPD variant): a job's stages run
-    in order, in one process, beside other jobs' (`beacon.demo.schedule`)."""
-
-
 def shipped_cold_start() -> Path:
     """The cold-start checkpoint shipped in the package (`src/beacon/demo/assets/cold_start`)."""
     from importlib.resources import files
@@ -97,7 +88,7 @@ def final_checkpoint(run_dir: Path, steps: int) -> Path:
 
 
 def is_complete(run_dir: Path, steps: int) -> bool:
-    return (final_checkpoint(run_dir, steps) / "COMPLETE").exists()
+    return (final_checkpoint(run_dir, steps) / COMPLETE).exists()
 
 
 def _train_config(cfg: DemoConfig, out: Path, seed: int, steps: int, lr: float, **extra) -> dict:
@@ -247,9 +238,7 @@ class DemoStages:
                     if refused.exists()
                     else self.evaluate(f"opd-{name}", self.opd_model(variant, seed))
                 ),
-                lambda: (
-                    refused.exists() or (self.eval_dir(f"opd-{name}") / "summary.json").exists()
-                ),
+                lambda: refused.exists() or bool(read_summary(self.eval_dir(f"opd-{name}"))),
                 job=f"OPD {name}",
             ),
         ]
@@ -277,23 +266,23 @@ class DemoStages:
         return Stage(
             title,
             lambda: self.evaluate(name, model()),
-            lambda: (self.eval_dir(name) / "summary.json").exists(),
+            lambda: bool(read_summary(self.eval_dir(name))),
             job,
         )
 
     def hint_reliance_done(self) -> bool:
         return all(
-            (self.eval_dir(f"rescued-{arm}-s{seed}-by-{owner}") / "summary.json").exists()
+            read_summary(self.eval_dir(f"rescued-{arm}-s{seed}-by-{owner}"))
             for arm, seed in self.rl_runs()
             if self.rescued(arm, seed)
             for owner in (arm, "accuracy")
         )
 
     def model_dir_done(self) -> bool:
-        return (self.model_dir / "beacon_demo.json").exists()
+        return (self.model_dir / DEMO_MODEL_FILE).exists()
 
     def data_done(self) -> bool:
-        return (self.root / "sft" / "summary.json").exists()
+        return bool(read_summary(self.root / "sft"))
 
     def build_model(self) -> None:
         if not self.model_dir_done():
@@ -336,18 +325,18 @@ class DemoStages:
             {
                 "model": {"path": str(model)},
                 "data": {
-                    "train": [str(self.root / data / "trajectories.jsonl")],
+                    "train": [str(self.root / data / SFT_FILE)],
                     "images": str(sft_data / "images"),
                     "max_length": 1024,
                 },
                 "train": train,
             }
         )
-        run_sft(cfg, resume=(run_dir / "config.yaml").exists())
+        run_sft(cfg, resume=has_run(run_dir))
 
     def student_sft(self) -> None:
         student_init = self.root / "student-init"
-        if not (student_init / "beacon_demo.json").exists():
+        if not (student_init / DEMO_MODEL_FILE).exists():
             make_demo_model(student_init, seed=STUDENT_INIT_SEED)
         self.sft(self.student_dir, student_init, self.cfg.revue.student_sft_steps)
 
@@ -379,13 +368,13 @@ class DemoStages:
                 "rl": {"reward": reward, "hgce": {"enabled": hgce}},
             }
         )
-        run_grpo(cfg, resume=(run_dir / "config.yaml").exists())
+        run_grpo(cfg, resume=has_run(run_dir))
 
     def teacher_sft(self) -> None:
         """The teacher learns the reflection-conditioned prompts it will score with
         (`beacon.demo.teacher`; its data is built once, from the cold start's SFT set)."""
         v, d = self.cfg.revue, self.cfg.data
-        if not (self.root / TEACHER_DATA / "summary.json").exists():
+        if not read_summary(self.root / TEACHER_DATA):
             samples = list(SynthDemo().load(limit=d.train_items, seed=d.train_seed))
             build_teacher_set(self.root, samples, d.train_seed, v.position)
         self.sft(
@@ -405,9 +394,7 @@ class DemoStages:
             return Path(json.loads(record.read_text())["teacher"])
 
         def tool_accuracy(run: tuple[str, int]) -> float:
-            summary = json.loads(
-                (self.eval_dir(f"{run[0]}-s{run[1]}") / "summary.json").read_text()
-            )
+            summary = read_summary(self.eval_dir(f"{run[0]}-s{run[1]}"))
             return summary["overall"]["modes"]["tool"]["accuracy"] or 0.0
 
         best = max(self.rl_runs(), key=tool_accuracy)
@@ -458,7 +445,7 @@ class DemoStages:
             }
         )
         try:
-            run_opd(cfg, resume=(run_dir / "config.yaml").exists())
+            run_opd(cfg, resume=has_run(run_dir))
         except UserError as exc:  # the teacher check: recorded, the other runs go on
             write_atomic(run_dir / REFUSED, f"{exc}\n")
             logger.warning("OPD %s-s%d refused: %s", variant, seed, exc)

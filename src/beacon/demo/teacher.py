@@ -27,7 +27,6 @@ helps it (`beacon.train.opd.probe`).
 
 from __future__ import annotations
 
-import json
 import random
 from collections import Counter
 from dataclasses import replace
@@ -35,14 +34,16 @@ from pathlib import Path
 
 from beacon.agent.transcript import messages_text, parse_prompt_text
 from beacon.benchmarks.synth_demo import SynthDemo
+from beacon.data.records import SFT_FILE
 from beacon.demo.expert import crop_box
 from beacon.images import ImageStore
-from beacon.jsonl import write_atomic, write_jsonl_atomic
+from beacon.jsonl import write_jsonl_atomic
 from beacon.revue.assemble import Anchor, BreakPoint, Reflection
 from beacon.revue.conditioning import condition_messages, reflection_text
 from beacon.revue.critic_output import Grounding, Reading
 from beacon.revue.scripted import GROUNDING, diagnosis, reading
 from beacon.revue.states import ObservedState
+from beacon.runfolder import write_summary
 from beacon.train.sft import read_trajectories
 from beacon.types import Sample, Trajectory
 
@@ -111,7 +112,7 @@ def build_teacher_set(
     store = ImageStore(root / "sft" / "images")
     rng = random.Random(f"demo-teacher:{seed}")
     rows, counts = [], Counter[str]()
-    for trajectory in read_trajectories([str(root / "sft" / "trajectories.jsonl")]):
+    for trajectory in read_trajectories([str(root / "sft" / SFT_FILE)]):
         key = trajectory.metadata.get("eval_key", "")
         if trajectory.mode != "tool" or not key.startswith(SynthDemo.name + "/"):
             continue
@@ -128,7 +129,7 @@ def build_teacher_set(
         anchor = "none" if reflection.anchor is None else ("crop" if view else "original")
         counts[f"{reflection.break_point.stage}/{anchor}"] += 1
     folder = root / TEACHER_DATA
-    write_jsonl_atomic(folder / "trajectories.jsonl", rows)
+    write_jsonl_atomic(folder / SFT_FILE, rows)
     summary = {"rows": len(rows), **dict(sorted(counts.items()))}
-    write_atomic(folder / "summary.json", json.dumps(summary, indent=2) + "\n")
+    write_summary(folder, summary)
     return summary

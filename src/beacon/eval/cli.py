@@ -133,7 +133,9 @@ def _first_missing(out: Path) -> Path | None:
 
 def _remove_if_untouched(out: Path, created: Path | None) -> None:
     """A refused run (hub data unreachable, ...) leaves no folder that holds only its config."""
-    if created is None or not out.is_dir() or {p.name for p in out.iterdir()} - {"config.yaml"}:
+    from beacon.runfolder import CONFIG_FILE
+
+    if created is None or not out.is_dir() or {p.name for p in out.iterdir()} - {CONFIG_FILE}:
         return
     shutil.rmtree(out)
     for parent in out.absolute().parents:

@@ -37,11 +37,11 @@ from beacon.eval.records import (
     read_samples,
 )
 from beacon.images import ImageStore
-from beacon.jsonl import JsonlWriter, write_atomic
+from beacon.jsonl import JsonlWriter
 from beacon.metrics.summary import Summary
 from beacon.progress import Progress
 from beacon.rollout import RETRIED, episode_spec, sample_key, score
-from beacon.runfolder import check_run_folder
+from beacon.runfolder import check_run_folder, write_summary
 from beacon.types import Trajectory
 from beacon.verify import Judge, Verdict
 
@@ -376,7 +376,7 @@ def finish_run(cfg: EvalConfig, out: Path) -> Summary:
     records = read_samples(out / SAMPLES_FILE)
     aggregators = {name: get_benchmark(name).aggregate for name in cfg.benchmarks}
     summary = summarize(records, bootstrap=cfg.bootstrap, seed=cfg.seed, aggregators=aggregators)
-    write_atomic(out / "summary.json", json.dumps(summary, indent=2, allow_nan=False) + "\n")
+    write_summary(out, summary)
     if cfg.report:
         from beacon.eval.report import load_run, render_report
 

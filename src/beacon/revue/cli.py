@@ -18,10 +18,9 @@ from typing import Any
 import typer
 
 from beacon.jsonl import read_jsonl
+from beacon.runfolder import CRITIC_LOG, METRICS_FILE, REVUE_LOG
 
 app = typer.Typer(help="ReVuE tools: analyse an OPD run.", no_args_is_help=True)
-
-REVUE_LOG, METRICS_LOG, CRITIC_LOG = "revue.jsonl", "metrics.jsonl", "critic.jsonl"
 
 
 @dataclass
@@ -59,11 +58,11 @@ def analyze_run(run_dir: Path) -> RunAnalysis:
     from beacon.revue.stats import impact_sparsity
 
     records = _read(run_dir / REVUE_LOG)
-    metrics = _read(run_dir / METRICS_LOG)
+    metrics = _read(run_dir / METRICS_FILE)
     exchanges = _read(run_dir / CRITIC_LOG)
     if not records and not metrics:
         raise FileNotFoundError(
-            f"{run_dir} has no {REVUE_LOG} or {METRICS_LOG}; pass the train.output_dir of a "
+            f"{run_dir} has no {REVUE_LOG} or {METRICS_FILE}; pass the train.output_dir of a "
             "`beacon train opd` run"
         )
 

@@ -17,9 +17,8 @@ from typing import Any
 from beacon.jsonl import JsonlWriter, read_jsonl, repair_jsonl, write_jsonl_atomic
 from beacon.progress import Progress
 from beacon.rollout.checks import CHECK_REASONS
+from beacon.runfolder import METRICS_FILE
 from beacon.train.core.trackers import scalars
-
-METRICS_FILE = "metrics.jsonl"
 
 
 @dataclass

@@ -17,8 +17,7 @@ from pathlib import Path
 from beacon.revue import CriticReply, CriticRequest, RevueConfig, ask_critic
 from beacon.revue.critic import Sender
 from beacon.revue.http import ExchangeLog
-
-CRITIC_LOG = "critic.jsonl"
+from beacon.runfolder import CRITIC_LOG
 
 
 class CriticRunner:

@@ -47,6 +47,7 @@ from beacon.revue import (
 )
 from beacon.rl import group_health, group_outcomes, item_label
 from beacon.rollout import Group, Rollouts, episode_seed
+from beacon.runfolder import REVUE_LOG
 from beacon.train.core import loop
 from beacon.train.core.checkpoint import TrainState
 from beacon.train.core.encode import EncodedTrajectory, encode_trajectory
@@ -60,7 +61,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-REVUE_LOG = "revue.jsonl"
 TeacherContext = tuple[str, tuple[str, ...]] | None
 """(text, support image keys) to condition the teacher on, or None for the base teacher."""
 STAGES = ("CORRECT", "ACQUIRE", "READ", "GROUND", "OTHER")

@@ -10,10 +10,11 @@ baseline; docs/train.md, "RFT"). Wiring only: three existing components in a row
 3. **sft**: `run_sft` on them (loss masks, checkpoints, exact resume) in `sft/`; its
    `checkpoint-N/` folders are models `beacon eval --model` loads.
 
-`summary.json` holds the `StageSummary` of every finished stage (total, kept, dropped by reason,
-seconds); a stage listed there is skipped on rerun, an unfinished one resumes from its own
-records. The resolved config is `config.yaml`; a resume with other settings is refused, naming
-the keys (`config.RFT_OPERATIONAL_KEYS` may change).
+The stages run through the one stage runner (`beacon.stages.run_stages`). `summary.json` holds
+the `StageSummary` of every finished stage (total, kept, dropped by reason, seconds); a stage
+listed there is done and skipped on rerun, an unfinished one resumes from its own records. The
+resolved config is `config.yaml`; a resume with other settings is refused, naming the keys
+(`config.RFT_OPERATIONAL_KEYS` may change).
 
 Deviations and limits:
 1. The teacher's episodes are seeded from `data.seed` (the eval runner draws items and seeds
@@ -27,9 +28,8 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -39,8 +39,15 @@ from beacon.engines.config import EngineConfig
 from beacon.engines.registry import check_model
 from beacon.errors import UserError
 from beacon.eval.config import EvalConfig
-from beacon.jsonl import write_atomic, write_jsonl_atomic
-from beacon.runfolder import check_run_folder, write_run_config
+from beacon.jsonl import write_jsonl_atomic
+from beacon.runfolder import (
+    check_run_folder,
+    has_run,
+    read_summary,
+    write_run_config,
+    write_summary,
+)
+from beacon.stages import Stage, run_stages
 from beacon.train.rft.config import RFT_OPERATIONAL_KEYS, RFTConfig
 from beacon.train.sft.config import DataConfig, SFTConfig
 
@@ -49,16 +56,6 @@ logger = logging.getLogger(__name__)
 TEACHER_DIR = "teacher"
 VERIFIED_FILE = "verified/trajectories.jsonl"
 SFT_DIR = "sft"
-SUMMARY_FILE = "summary.json"
-
-
-@dataclass(frozen=True)
-class Stage:
-    """One stage: `run` does the work and returns its counts."""
-
-    name: str
-    title: str
-    run: Callable[[], StageSummary]
 
 
 def teacher_eval_config(cfg: RFTConfig, run_dir: Path) -> EvalConfig:
@@ -170,11 +167,6 @@ def require_checkpoint(key: str, path: str) -> None:
         ) from None
 
 
-def read_summary(run_dir: Path) -> dict[str, Any]:
-    path = run_dir / SUMMARY_FILE
-    return json.loads(path.read_text()) if path.exists() else {}
-
-
 def run_rft(cfg: RFTConfig, resume: bool = False) -> dict[str, Any]:
     """Run every unfinished stage into `train.output_dir`; returns `summary.json`'s content."""
     import torch
@@ -184,7 +176,7 @@ def run_rft(cfg: RFTConfig, resume: bool = False) -> dict[str, Any]:
 
     processes = PartialState(cpu=not torch.cuda.is_available())
     run_dir = Path(cfg.train.output_dir)
-    sft_resume = (run_dir / SFT_DIR / "config.yaml").exists()  # before any process writes
+    sft_resume = has_run(run_dir / SFT_DIR)  # before any process writes
     require_checkpoint("model.path", cfg.model.path)
     if cfg.teacher.path is not None:
         require_checkpoint("teacher.path", cfg.teacher.path)
@@ -199,34 +191,33 @@ def run_rft(cfg: RFTConfig, resume: bool = False) -> dict[str, Any]:
     )
     processes.wait_for_everyone()
     stages = [
-        Stage("sample", "sample the teacher", lambda: sample_stage(cfg, run_dir)),
-        Stage("verify", "keep verified trajectories", lambda: verify_stage(cfg, run_dir)),
-        Stage(
-            "sft",
+        _stage("sample the teacher", "sample", run_dir, lambda: sample_stage(cfg, run_dir)),
+        _stage("keep verified trajectories", "verify", run_dir, lambda: verify_stage(cfg, run_dir)),
+        _stage(
             "SFT the student",
+            "sft",
+            run_dir,
             lambda: sft_stage(cfg, run_dir, read_summary(run_dir)["verify"], sft_resume),
         ),
     ]
+    recorded: dict[str, Any] = {}
+
+    def record(_stage: Stage, counts: StageSummary, seconds: float) -> None:
+        """Counts and seconds into summary.json (main process), the stage is then done."""
+        counts.extra["seconds"] = round(seconds, 1)
+        recorded[counts.stage] = asdict(counts)
+        logger.info("%s", counts.line())
+        if processes.is_main_process:
+            write_summary(run_dir, {**read_summary(run_dir), **recorded})
+
     if processes.is_main_process:
         write_run_config(run_dir, cfg, RFT_OPERATIONAL_KEYS)
-        _run_stages(stages[:2], run_dir, write=True)
+        run_stages(stages[:2], on_done=record)
     processes.wait_for_everyone()
-    return _run_stages(stages, run_dir, write=processes.is_main_process)
+    run_stages(stages, on_done=record)
+    return {**read_summary(run_dir), **recorded}
 
 
-def _run_stages(stages: list[Stage], run_dir: Path, write: bool) -> dict[str, Any]:
-    """Run the stages not yet in summary.json, in order; `write`: record each one there."""
-    summary = read_summary(run_dir)
-    for i, stage in enumerate(stages, 1):
-        if stage.name in summary:
-            logger.info("[%d/3] %s: already done", i, stage.title)
-            continue
-        logger.info("[%d/3] %s", i, stage.title)
-        began = time.perf_counter()
-        counts = stage.run()
-        counts.extra["seconds"] = round(time.perf_counter() - began, 1)
-        summary[stage.name] = asdict(counts)
-        if write:
-            write_atomic(run_dir / SUMMARY_FILE, json.dumps(summary, indent=2) + "\n")
-        logger.info("[%d/3] %s", i, counts.line())
-    return summary
+def _stage(title: str, name: str, run_dir: Path, run: Callable[[], StageSummary]) -> Stage:
+    """A stage titled `title` in the progress lines, done once summary.json lists `name`."""
+    return Stage(title, run, lambda: name in read_summary(run_dir))
