@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from beacon.jsonl import write_atomic
-
-SUMMARY_FILE = "summary.json"
+from beacon.runfolder import SUMMARY_FILE
 
 
 @dataclass

@@ -40,7 +40,7 @@ from beacon.engines.registry import check_model
 from beacon.errors import UserError
 from beacon.eval.config import EvalConfig
 from beacon.jsonl import write_atomic, write_jsonl_atomic
-from beacon.runfolder import check_run_folder, write_run_config
+from beacon.runfolder import SUMMARY_FILE, check_run_folder, read_summary, write_run_config
 from beacon.train.rft.config import RFT_OPERATIONAL_KEYS, RFTConfig
 from beacon.train.sft.config import DataConfig, SFTConfig
 
@@ -49,7 +49,6 @@ logger = logging.getLogger(__name__)
 TEACHER_DIR = "teacher"
 VERIFIED_FILE = "verified/trajectories.jsonl"
 SFT_DIR = "sft"
-SUMMARY_FILE = "summary.json"
 
 
 @dataclass(frozen=True)
@@ -168,11 +167,6 @@ def require_checkpoint(key: str, path: str) -> None:
             f"{key}={path}: no such checkpoint folder, and not a cached hub model; build a tiny "
             f"one with `beacon tiny make {path}`, or give a checkpoint folder"
         ) from None
-
-
-def read_summary(run_dir: Path) -> dict[str, Any]:
-    path = run_dir / SUMMARY_FILE
-    return json.loads(path.read_text()) if path.exists() else {}
 
 
 def run_rft(cfg: RFTConfig, resume: bool = False) -> dict[str, Any]:
