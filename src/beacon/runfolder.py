@@ -141,14 +141,11 @@ def read_summary(folder: Path) -> dict[str, Any]:
         return {}
     try:
         loaded = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise UserError(
-            f"{path} is not valid JSON ({exc}); the run writes it whole, so it was changed "
-            "afterwards. Delete it and rerun the command that made the folder to write it again"
-        ) from None
+    except json.JSONDecodeError:
+        loaded = None
     if not isinstance(loaded, dict):
         raise UserError(
-            f"{path} holds {type(loaded).__name__}, not a summary object; delete it and rerun "
-            "the command that made the folder to write it again"
+            f"{path} is not a JSON object; the run writes it whole, so it was changed afterwards. "
+            "Delete it and rerun the command that made the folder to write it again"
         )
     return loaded

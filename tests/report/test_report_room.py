@@ -37,7 +37,7 @@ def test_a_damaged_summary_is_an_error_that_names_the_file(tmp_path: Path, text:
     """A summary is written whole, so one that does not parse was damaged: a report or a
     resumed stage must not read it as "not finished yet"."""
     (tmp_path / "summary.json").write_text(text)
-    with pytest.raises(UserError, match=r"summary\.json .*rerun the command"):
+    with pytest.raises(UserError, match=r"summary\.json is not a JSON object.*rerun the command"):
         read_summary(tmp_path)
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import typer
 
 from beacon.configs.cli import config_option
+from beacon.runfolder import CONFIG_FILE, SUMMARY_FILE
 
 EVAL_EPILOG = """
 Examples:
@@ -138,7 +139,7 @@ def _first_missing(out: Path) -> Path | None:
 
 def _remove_if_untouched(out: Path, created: Path | None) -> None:
     """A refused run (hub data unreachable, ...) leaves no folder that holds only its config."""
-    if created is None or not out.is_dir() or {p.name for p in out.iterdir()} - {"config.yaml"}:
+    if created is None or not out.is_dir() or {p.name for p in out.iterdir()} - {CONFIG_FILE}:
         return
     shutil.rmtree(out)
     for parent in out.absolute().parents:
@@ -150,7 +151,7 @@ def _remove_if_untouched(out: Path, created: Path | None) -> None:
 def _print_headline(summary: dict, out: Path) -> None:
     overall = summary.get("overall", {})
     typer.echo(json.dumps(_headline(overall), indent=2))
-    typer.echo(f"results: {out / 'samples.jsonl'}  summary: {out / 'summary.json'}")
+    typer.echo(f"results: {out / 'samples.jsonl'}  summary: {out / SUMMARY_FILE}")
     if (out / "report.md").exists():
         typer.echo(f"report: {out / 'report.md'}")
 
