@@ -1,7 +1,7 @@
 """Every report of a run folder: the room above eval and training that reads what they wrote.
 
-- `markdown`: the one markdown table writer and the one interval format (`61.2 [58.0, 64.1]`)
-  of every report, the demo's included.
+- `markdown`: the one markdown table writer and interval format (`61.2 [58.0, 64.1]`) of every
+  report, the demo's included, and the one writer of report.md beside report.json.
 - `eval_runs`: report.md, report.json and plots/ of one or more `beacon eval` run folders
   (tables recomputed from samples.jsonl), and the report `beacon eval` writes at the end.
 - `figures`: the eval report's figures, and the look every report figure shares.

@@ -15,8 +15,6 @@ of its one run at the end (`report_eval_run`).
 
 from __future__ import annotations
 
-import json
-import logging
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -28,10 +26,8 @@ from beacon.eval.records import SAMPLES_FILE, read_samples
 from beacon.metrics import summarize
 from beacon.metrics.summary import Aggregator, Summary
 from beacon.report.figures import OVERALL, benchmark_names, metric_at, plot_all, summary_section
-from beacon.report.markdown import format_interval, markdown_table
+from beacon.report.markdown import format_interval, markdown_table, write_report_files
 from beacon.runfolder import read_run_config, read_summary
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -375,14 +371,8 @@ def render_report(runs: Sequence[RunReport], out_dir: Path) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     plot_paths = plot_all([(run.label, run.summary) for run in runs], out_dir / "plots")
     relative = {name: path.relative_to(out_dir).as_posix() for name, path in plot_paths.items()}
-    report = out_dir / "report.md"
-    report.write_text(render_markdown(runs, relative) + "\n", encoding="utf-8")
     payload = {
         run.label: {"run_dir": str(run.run_dir), "model": run.model, "summary": run.summary}
         for run in runs
     }
-    (out_dir / "report.json").write_text(
-        json.dumps(payload, indent=1, allow_nan=False), encoding="utf-8"
-    )
-    logger.info("wrote %s (%d runs, %d plots)", report, len(runs), len(plot_paths))
-    return report
+    return write_report_files(out_dir, render_markdown(runs, relative), payload, len(plot_paths))

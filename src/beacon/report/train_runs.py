@@ -14,8 +14,6 @@ health (each alarm's metric with its threshold, red crosses where the alarm fire
 
 from __future__ import annotations
 
-import json
-import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,13 +24,11 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from beacon.report.figures import run_colors, save_figure
-from beacon.report.markdown import format_interval, markdown_table
+from beacon.report.markdown import format_interval, markdown_table, write_report_files
 from beacon.runfolder import read_run_config
 from beacon.train.core.config import HealthConfig
 from beacon.train.core.health import RULES, Rule
 from beacon.train.core.metrics import METRICS_FILE, read_metrics
-
-logger = logging.getLogger(__name__)
 
 Panel = tuple[str, tuple[tuple[str, str], ...]]
 """(title, ((metric key, line label), ...)): one subplot; a key a run lacks is left out."""
@@ -152,12 +148,8 @@ def write_train_report(run_dirs: Sequence[Path], out_dir: Path) -> Path:
         path = plot_curves(runs, title, panels, out_dir / "plots" / f"{name}.png")
         if path is not None:
             plots[title] = path.relative_to(out_dir).as_posix()
-    report = out_dir / "report.md"
-    report.write_text(render_markdown(runs, plots) + "\n", encoding="utf-8")
     payload = {run.label: _json_summary(run) for run in runs}
-    (out_dir / "report.json").write_text(json.dumps(payload, indent=1, allow_nan=False))
-    logger.info("wrote %s (%d runs, %d plots)", report, len(runs), len(plots))
-    return report
+    return write_report_files(out_dir, render_markdown(runs, plots), payload, len(plots))
 
 
 def plot_curves(
