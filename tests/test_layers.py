@@ -1,4 +1,11 @@
-"""Layering (issue 7 §4): rooms import only rooms below them; no two modules import each other."""
+"""Layering (issue 7 §4): rooms import only rooms below them; no two modules import each other.
+
+`FLOORS` declares the house from the ground up. A module imports its own room and the rooms of
+lower floors, and rooms that share a floor (their modules still import no cycle). Two named
+exceptions: a room's command module (`ROOM/cli.py`) may import the report room, which renders
+what the command ran (`beacon eval` writes its report.md); and the re-export modules kept for
+one release (`SHIMS`), which hold nothing but imports.
+"""
 
 from __future__ import annotations
 
@@ -31,6 +38,72 @@ def imports_of(path: Path) -> set[str]:
 
 def module_name(path: Path) -> str:
     return ".".join(path.relative_to(SRC).with_suffix("").parts).removesuffix(".__init__")
+
+
+FLOORS: tuple[tuple[str, ...], ...] = (
+    ("beacon", "errors", "types", "files", "config", "configs", "jsonl", "images", "runfolder",
+     "progress", "blocks", "metrics"),
+    ("sandbox", "engines"),
+    ("agent", "verify", "testing"),
+    ("benchmarks", "rollout", "rl"),
+    ("eval", "annotate", "revue"),
+    ("train", "data"),
+    ("report",),
+    ("demo",),
+    ("cli", "__main__"),
+)  # fmt: skip
+"""Rooms (`beacon.ROOM`; `beacon` is the package's own `__init__`), one floor a line, ground
+first: the report room sits above eval and training and below the demo that uses its pieces."""
+SHIMS = {"beacon.eval.report", "beacon.eval.plots", "beacon.train.report"}
+"""Old import paths of the reports, re-exporting `beacon.report` for one release."""
+
+FLOOR = {room: level for level, rooms in enumerate(FLOORS) for room in rooms}
+
+
+def room_of(module: str) -> str:
+    return module.split(".")[1] if "." in module else module
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(p): p for p in (SRC / "beacon").rglob("*.py")}
+
+
+def test_every_room_has_a_floor() -> None:
+    """A new room must be placed on a floor before it can be imported from anywhere."""
+    assert {room_of(m) for m in modules()} - set(FLOOR) == set()
+
+
+def test_no_import_runs_up_the_house() -> None:
+    upward = []
+    for module, path in modules().items():
+        if module in SHIMS:
+            continue
+        for target in imports_of(path):
+            command_shows_report = module.endswith(".cli") and room_of(target) == "report"
+            if FLOOR[room_of(target)] > FLOOR[room_of(module)] and not command_shows_report:
+                upward.append(f"{module} -> {target}")
+    assert upward == []
+
+
+def test_nothing_below_the_report_room_imports_it() -> None:
+    """Stated on its own because it is the arrow that used to come back: the eval command read
+    training runs, the eval runner drew plots."""
+    report = FLOOR["report"]
+    below = [
+        f"{module} -> {target}"
+        for module, path in modules().items()
+        if FLOOR[room_of(module)] < report and module not in SHIMS and not module.endswith(".cli")
+        for target in imports_of(path)
+        if room_of(target) == "report"
+    ]
+    assert below == []
+
+
+def test_shims_only_re_export() -> None:
+    for module in SHIMS:
+        tree = ast.parse(modules()[module].read_text(encoding="utf-8"))
+        body = [n for n in tree.body if not isinstance(n, ast.Expr)]  # the docstring
+        assert all(isinstance(n, ast.ImportFrom) for n in body), module
 
 
 def test_agent_and_engines_do_not_import_eval() -> None:

@@ -31,6 +31,7 @@ from beacon.errors import UserError
 from beacon.eval import cli as eval_cli
 from beacon.images import ImageError
 from beacon.progress import quiet_library_bars
+from beacon.report import cli as report_cli
 from beacon.revue import cli as revue_cli
 from beacon.sandbox import cli as sandbox_cli
 from beacon.train import cli as train_cli
@@ -80,12 +81,13 @@ app.add_typer(annotate_cli.annotate_app, name="annotate")
 app.add_typer(annotate_cli.critic_app, name="critic")
 app.add_typer(train_cli.app, name="train")
 app.add_typer(data_cli.app, name="data")
+revue_cli.app.command("serve-teacher")(train_cli.serve_teacher_command)
 app.add_typer(revue_cli.app, name="revue")
 app.add_typer(configs_cli.app, name="configs")
 app.command("serve")(engines_cli.serve)
 app.command("run")(agent_cli.run)
 app.command("eval", epilog=eval_cli.EVAL_EPILOG)(eval_cli.eval_command)
-app.command("report")(eval_cli.report_command)
+app.command("report")(report_cli.report_command)
 app.command("demo", epilog=demo_cli.DEMO_EPILOG)(demo_cli.demo_command)
 
 

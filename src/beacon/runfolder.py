@@ -1,5 +1,6 @@
 """A run folder's identity: the one check every command that writes a run folder makes (eval,
-the trainers, the demo) before it adds results to it.
+the trainers, the demo) before it adds results to it; and the one reader of the two files every
+run folder may hold, its config (`read_run_config`) and its summary (`read_summary`).
 
 A run's identity is its whole resolved config minus a named list of operational keys
 (`beacon.config.identity`). The folder records its config in a YAML file that names its model on
@@ -54,12 +55,6 @@ CRITIC_LOG = "critic.jsonl"
 def has_run(folder: Path) -> bool:
     """Whether `folder` already holds a run (its config is recorded): a trainer resumes it."""
     return (folder / CONFIG_FILE).exists()
-
-
-def read_summary(folder: Path) -> dict[str, Any]:
-    """The summary of the run in `folder`; empty while the run has not finished (none written)."""
-    path = folder / SUMMARY_FILE
-    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
 
 
 def write_summary(folder: Path, summary: dict[str, Any]) -> None:
@@ -146,3 +141,35 @@ def _stored_identity(
     if not isinstance(stored, dict):
         raise RunFolderMismatch(f"{path} is not a beacon run config; use a new {folder_setting}")
     return drop_keys(flatten(stored), operational)
+
+
+def read_run_config(folder: Path, config_file: str = CONFIG_FILE) -> dict[str, Any]:
+    """The config `folder` records, as plain data; {} when it holds none (or not a mapping).
+
+    Reports read it for labels and settings without validating it against a config class: a
+    folder written by an older Beacon still gets a report.
+    """
+    path = folder / config_file
+    loaded = yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else None
+    return loaded if isinstance(loaded, dict) else {}
+
+
+def read_summary(folder: Path) -> dict[str, Any]:
+    """`folder/summary.json`; {} while the run has not finished (no summary yet).
+
+    A summary is written whole (`write_atomic`), so one that does not parse was damaged after
+    the run: that is an error naming the file, never a silent gap in a report.
+    """
+    path = folder / SUMMARY_FILE
+    if not path.is_file():
+        return {}
+    try:
+        loaded = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError:
+        loaded = None
+    if not isinstance(loaded, dict):
+        raise UserError(
+            f"{path} is not a JSON object; the run writes it whole, so it was changed afterwards. "
+            "Delete it and rerun the command that made the folder to write it again"
+        )
+    return loaded

@@ -10,6 +10,7 @@ from pathlib import Path
 from beacon.agent.config import AgentConfig
 from beacon.eval.config import EvalConfig
 from beacon.eval.runner import run_eval
+from beacon.report.eval_runs import report_eval_run
 
 _spec = importlib.util.spec_from_file_location(
     "local_copies", Path(__file__).parents[1] / "benchmarks" / "local_copies.py"
@@ -34,6 +35,7 @@ def test_eval_on_local_hub_format_files(tmp_path: Path, tiny_model_path: Path) -
         bootstrap=50,
     )
     summary = run_eval(cfg, progress=False)
+    report_eval_run(cfg, summary)  # what `beacon eval` writes at the end
     records = [json.loads(line) for line in (tmp_path / "run" / "samples.jsonl").open()]
     assert {r["benchmark"] for r in records} == {"hrbench_4k", "mathvista"}
     assert len(records) == 2 * 4 * 2  # 2 benchmarks x 4 items x 2 modes

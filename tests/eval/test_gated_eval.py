@@ -18,6 +18,7 @@ from beacon.config import describe
 from beacon.engines.config import EngineConfig
 from beacon.eval.config import EvalConfig
 from beacon.eval.runner import run_eval
+from beacon.report.eval_runs import report_eval_run
 
 LIMIT = 3
 
@@ -38,7 +39,9 @@ def records(out: Path) -> list[dict]:
 @pytest.mark.slow
 def test_gated_eval_reports_the_trade_off(tmp_path: Path, tiny_model_path: Path) -> None:
     out = tmp_path / "run"
-    summary = run_eval(config(out, ["tool", "notool", "gated"], 0.7), progress=False)
+    cfg = config(out, ["tool", "notool", "gated"], 0.7)
+    summary = run_eval(cfg, progress=False)
+    report_eval_run(cfg, summary)  # what `beacon eval` writes at the end
     rows = records(out)
     assert len(rows) == 3 * LIMIT
     assert all(r["wall_time_s"] > 0 for r in rows)

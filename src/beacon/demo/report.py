@@ -35,8 +35,9 @@ from beacon.demo.stats import (
     paired_difference,
     variant_metrics,
 )
-from beacon.eval.report import markdown_table
 from beacon.jsonl import read_jsonl as jsonl_records
+from beacon.report.markdown import format_interval, markdown_table
+from beacon.runfolder import SUMMARY_FILE, read_summary
 
 PREMISE_DIRECT_SHARE = 0.1
 """Share of sampled rollouts on an easy item that answer directly, in the NAAR-premise paragraph
@@ -109,10 +110,6 @@ OPD_CLAIMS = (
 """What the ReVuE findings check: distillation helps the student, ReVuE more than vanilla OPD."""
 
 
-def read_summary(eval_dir: Path) -> dict:
-    return json.loads((eval_dir / "summary.json").read_text())
-
-
 def read_jsonl(path: Path) -> list[dict]:
     """Every record of a run's JSONL file (`beacon.jsonl`'s bad-line policy); [] if missing."""
     return list(jsonl_records(path))
@@ -131,10 +128,8 @@ def fmt(value: Interval | float | None) -> str:
     """`0.62 [0.55, 0.70]`, `0.62`, or `n/a` for undefined values."""
     if value is None:
         return "n/a"
-    point, low, high = value if isinstance(value, tuple) else (value, math.nan, math.nan)
-    if math.isnan(point):
-        return "n/a"
-    return f"{point:.2f}" if math.isnan(low) else f"{point:.2f} [{low:.2f}, {high:.2f}]"
+    interval = value if isinstance(value, tuple) else (value,)
+    return format_interval(*interval, undefined="n/a")
 
 
 class DemoReport:
@@ -151,7 +146,7 @@ class DemoReport:
     def evaluated(self, label: str, eval_names: Sequence[str]) -> bool:
         """Compute `label`'s metrics from its eval runs; False when one is missing."""
         dirs = [self.paths.eval_dir(name) for name in eval_names]
-        if not dirs or not all((d / "summary.json").exists() for d in dirs):
+        if not dirs or not all((d / SUMMARY_FILE).exists() for d in dirs):
             return False
         self.runs[label] = [read_jsonl(d / "samples.jsonl") for d in dirs]
         self.metrics[label] = variant_metrics(self.runs[label], self.cfg.eval.bootstrap)
@@ -218,7 +213,7 @@ class DemoReport:
         return ", ".join(parts)
 
     def cold_start(self) -> list[str]:
-        data = read_json(self.root / "sft" / "summary.json")
+        data = read_summary(self.root / "sft")
         lines = ["## 1. Cold start: SFT on the scripted expert's tool-biased trajectories", ""]
         if self.cfg.cold_start == "shipped":
             lines += [
@@ -607,10 +602,7 @@ def verdict(difference: Interval, direction: int | None = None) -> str:
 
 def fmt_difference(difference: Interval) -> str:
     """`+0.27 [+0.19, +0.35]`: a difference and its interval, signed."""
-    point, low, high = difference
-    if math.isnan(point):
-        return "n/a"
-    return f"{point:+.2f}" if math.isnan(low) else f"{point:+.2f} [{low:+.2f}, {high:+.2f}]"
+    return format_interval(*difference, spec="{:+.2f}", undefined="n/a")
 
 
 def finding(difference: Interval, direction: int) -> str:

@@ -1,4 +1,4 @@
-"""`beacon eval` and `beacon report`: evaluate a model with and without tools, resumably.
+"""`beacon eval`: evaluate a model with and without tools, resumably.
 
 - `config`: `EvalConfig`, every setting of a run (engine, agent, sandbox, judge, benchmarks,
   modes, K samples) and `OPERATIONAL_KEYS`, the settings outside a run's identity.
@@ -6,7 +6,8 @@
   it with the benchmark's verifier and appends it to the run folder; rerunning resumes.
 - `records`: the typed `SampleRecord` of samples.jsonl and the one JSONL reader (and its policy
   for a torn or corrupt line) that eval, report and resume all use.
-- `report` / `plots`: report.md, report.json and plots/ from one or more run folders.
+- `report` / `plots`: re-exports of `beacon.report.eval_runs` / `beacon.report.figures`, kept
+  for one release (the reports live in `beacon.report`).
 
 Metrics themselves are pure functions in `beacon.metrics`; this package only wires and writes.
 """

@@ -1,4 +1,4 @@
-"""`beacon eval` and `beacon report` (eval runs here; training runs in `beacon.train.report`)."""
+"""`beacon eval`: evaluate a model into a run folder; `beacon report` is `beacon.report.cli`."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 import typer
 
 from beacon.configs.cli import config_option
+from beacon.runfolder import CONFIG_FILE, SUMMARY_FILE
 
 EVAL_EPILOG = """
 Examples:
@@ -112,6 +113,7 @@ def eval_command(
         raise typer.Exit()
     from beacon.errors import UserError
     from beacon.eval.runner import InfrastructureErrors, run_eval
+    from beacon.report.eval_runs import report_eval_run
 
     created = _first_missing(Path(cfg.out))
     try:
@@ -120,8 +122,12 @@ def eval_command(
         _remove_if_untouched(Path(cfg.out), created)
         raise
     except InfrastructureErrors as exc:
+        if cfg.report:  # the summary and the report cover the episodes that finished
+            report_eval_run(cfg)
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
+    if cfg.report:
+        report_eval_run(cfg, summary)
     _print_headline(summary, Path(cfg.out))
 
 
@@ -133,8 +139,6 @@ def _first_missing(out: Path) -> Path | None:
 
 def _remove_if_untouched(out: Path, created: Path | None) -> None:
     """A refused run (hub data unreachable, ...) leaves no folder that holds only its config."""
-    from beacon.runfolder import CONFIG_FILE
-
     if created is None or not out.is_dir() or {p.name for p in out.iterdir()} - {CONFIG_FILE}:
         return
     shutil.rmtree(out)
@@ -147,7 +151,7 @@ def _remove_if_untouched(out: Path, created: Path | None) -> None:
 def _print_headline(summary: dict, out: Path) -> None:
     overall = summary.get("overall", {})
     typer.echo(json.dumps(_headline(overall), indent=2))
-    typer.echo(f"results: {out / 'samples.jsonl'}  summary: {out / 'summary.json'}")
+    typer.echo(f"results: {out / 'samples.jsonl'}  summary: {out / SUMMARY_FILE}")
     if (out / "report.md").exists():
         typer.echo(f"report: {out / 'report.md'}")
 
@@ -156,52 +160,3 @@ def _headline(overall: dict) -> dict:
     keys = ("n_items", "acc_tool", "acc_notool", "te", "mode_adaptiveness", "gain", "harm")
     flat = {**overall, **overall.get("adaptivity", {})}
     return {k: flat[k] for k in keys if k in flat}
-
-
-def report_command(
-    runs: list[Path] = typer.Argument(
-        ...,
-        help="Run folders to compare: eval runs (beacon eval), or training runs (beacon train).",
-    ),
-    out: Path = typer.Option(
-        None, help="Report folder; required to compare several runs (default: the one run)."
-    ),
-) -> None:
-    """Write report.md, report.json and plots/ for one run, or comparing several: eval runs
-    (accuracy, tool effect, MA) or training runs (learning curves, health alarms)."""
-    from beacon.benchmarks import get_benchmark, list_benchmarks
-    from beacon.errors import UserError
-    from beacon.eval.report import write_report
-    from beacon.train.report import is_train_run, write_train_report
-
-    _check_report_out(runs, out)
-    if all(is_train_run(run) for run in runs):
-        typer.echo(f"report: {write_train_report(runs, out or runs[0])}")
-        return
-    for run in runs:
-        if not (run / "samples.jsonl").exists():
-            raise UserError(
-                f"{run} has no samples.jsonl (a beacon eval folder) nor metrics.jsonl (a beacon "
-                "train folder); give run folders of one kind"
-            )
-    aggregators = {name: get_benchmark(name).aggregate for name in list_benchmarks()}
-    path = write_report(runs, out or runs[0], aggregators=aggregators)
-    typer.echo(f"report: {path}")
-
-
-def _check_report_out(runs: list[Path], out: Path | None) -> None:
-    """Several runs get a report folder of their own, outside every run."""
-    from beacon.errors import UserError
-
-    if out is None and len(runs) > 1:
-        raise UserError(
-            f"comparing {len(runs)} runs writes a report of its own, not inside a run; "
-            "give its folder with --out, e.g. --out runs/compare"
-        )
-    if out is not None and len(runs) > 1:
-        inside = [run for run in runs if out.resolve().is_relative_to(run.resolve())]
-        if inside:
-            raise UserError(
-                f"--out {out} is inside run {inside[0]}, whose own report it would overwrite; "
-                "choose a folder outside the runs, e.g. --out runs/compare"
-            )

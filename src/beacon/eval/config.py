@@ -127,7 +127,7 @@ class EvalConfig(StrictModel):
     bootstrap: int = Field(
         1000, ge=0, description="bootstrap resamples for confidence intervals (0: none)"
     )
-    report: bool = Field(True, description="write report.md and plots at the end")
+    report: bool = Field(True, description="`beacon eval` writes report.md and plots at the end")
 
     @field_validator("limit")
     @classmethod

@@ -2,7 +2,8 @@
 
 The run folder holds `config.yaml` (resolved), `trajectories.jsonl` and `samples.jsonl` (one
 line per item x mode x sample, appended as episodes finish), `images/` (the content-addressed
-image store), `summary.json` and `report.md`. Rerunning into the same folder resumes: finished
+image store) and `summary.json`; `beacon eval` adds `report.md` (`beacon.report.eval_runs`,
+with `report: true`). Rerunning into the same folder resumes: finished
 samples are skipped, a torn last line is cut, nothing is duplicated or dropped.
 """
 
@@ -370,15 +371,11 @@ def _build_judge(cfg: EvalConfig, out: Path) -> Judge | None:
 
 
 def finish_run(cfg: EvalConfig, out: Path) -> Summary:
-    """Summarize samples.jsonl into summary.json (and report.md when asked)."""
+    """Summarize samples.jsonl into summary.json (`beacon eval` then writes report.md)."""
     from beacon.metrics import summarize
 
     records = read_samples(out / SAMPLES_FILE)
     aggregators = {name: get_benchmark(name).aggregate for name in cfg.benchmarks}
     summary = summarize(records, bootstrap=cfg.bootstrap, seed=cfg.seed, aggregators=aggregators)
     write_summary(out, summary)
-    if cfg.report:
-        from beacon.eval.report import load_run, render_report
-
-        render_report([load_run(out, aggregators=aggregators, summary=summary)], out)
     return summary

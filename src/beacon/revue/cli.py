@@ -129,29 +129,3 @@ def analyze(
         typer.echo(json.dumps(asdict(result), indent=2))
     else:
         typer.echo(format_analysis(result))
-
-
-@app.command("serve-teacher")
-def serve_teacher(
-    model: str = typer.Option(..., "--model", help="Teacher checkpoint folder."),
-    host: str = typer.Option("127.0.0.1", "--host"),
-    port: int = typer.Option(8001, "--port"),
-    device: str = typer.Option("cpu", "--device", help="cpu or cuda."),
-    api_key: str = typer.Option(
-        None,
-        "--api-key",
-        envvar="BEACON_API_KEY",
-        help="Every route needs 'Authorization: Bearer KEY' (clients: teacher.api_key_env).",
-    ),
-) -> None:
-    """Serve an OPD teacher: top-K log-probs on given tokens at /v1/score (teacher.base_url)."""
-    import uvicorn
-
-    from beacon.engines.serve_guard import exposure_warning
-    from beacon.train.opd.teacher import create_teacher_app
-
-    warning = exposure_warning(host, api_key)
-    if warning is not None:
-        typer.secho(warning, err=True, fg=typer.colors.RED, bold=True)
-    app = create_teacher_app(model, device, api_key)
-    uvicorn.run(app, host=host, port=port, log_level="warning")

@@ -253,3 +253,30 @@ def rft_command(
         raise typer.Exit(1) from None
     for counts in summary.values():
         typer.echo(StageSummary(**counts).line())
+
+
+# `beacon revue serve-teacher`: `beacon.cli` registers it under `revue`; it lives here, beside the
+# teacher server it starts, so the revue room imports nothing from training.
+def serve_teacher_command(
+    model: str = typer.Option(..., "--model", help="Teacher checkpoint folder."),
+    host: str = typer.Option("127.0.0.1", "--host"),
+    port: int = typer.Option(8001, "--port"),
+    device: str = typer.Option("cpu", "--device", help="cpu or cuda."),
+    api_key: str = typer.Option(
+        None,
+        "--api-key",
+        envvar="BEACON_API_KEY",
+        help="Every route needs 'Authorization: Bearer KEY' (clients: teacher.api_key_env).",
+    ),
+) -> None:
+    """Serve an OPD teacher: top-K log-probs on given tokens at /v1/score (teacher.base_url)."""
+    import uvicorn
+
+    from beacon.engines.serve_guard import exposure_warning
+    from beacon.train.opd.teacher import create_teacher_app
+
+    warning = exposure_warning(host, api_key)
+    if warning is not None:
+        typer.secho(warning, err=True, fg=typer.colors.RED, bold=True)
+    server = create_teacher_app(model, device, api_key)
+    uvicorn.run(server, host=host, port=port, log_level="warning")

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from beacon.eval.plots import PLOTS
 from beacon.eval.records import read_samples
-from beacon.eval.report import format_metric, write_report
+from beacon.report.eval_runs import format_metric, write_report
+from beacon.report.figures import PLOTS
 
 
 def _record(bench, sid, mode, correct, used, category, tokens):
