@@ -42,7 +42,7 @@ def module_name(path: Path) -> str:
 
 FLOORS: tuple[tuple[str, ...], ...] = (
     ("beacon", "errors", "types", "files", "config", "configs", "jsonl", "images", "runfolder",
-     "progress", "blocks", "metrics"),
+     "progress", "blocks", "metrics", "stages"),
     ("sandbox", "engines"),
     ("agent", "verify", "testing"),
     ("benchmarks", "rollout", "rl"),
