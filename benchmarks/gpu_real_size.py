@@ -193,8 +193,8 @@ def generation_job(job: dict) -> dict:
 
     from beacon.engines.base import GenerationRequest, SamplingParams
     from beacon.engines.hf import HFEngine
-    from beacon.testing.script_choice import NoEndOfSequence
-    from beacon.testing.trajectories import synthetic_image
+    from beacon.fakes.logits import NoEndOfSequence
+    from beacon.fakes.trajectories import synthetic_image
 
     engine = HFEngine(job["model"], device=job["device"], batch_size=max(GEN_BATCHES))
     engine.logits_processors = [NoEndOfSequence(engine.tokenizer.eos_token_ids)]

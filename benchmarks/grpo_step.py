@@ -101,7 +101,7 @@ def time_steps(args: argparse.Namespace, overrides: dict[str, dict] | None = Non
     """`args.steps` timed steps after one warm-up, each step's metrics with the engine's
     generation time (`gen_s`) and the rest of the step (`other_s`); `overrides` update the
     config's sections (`{"model": {"path": ...}}`; default: the tiny model)."""
-    from beacon.testing.script_choice import synth_choices
+    from beacon.fakes.logits import synth_choices
     from beacon.train.core import loop
     from beacon.train.core.checkpoint import TrainState
     from beacon.train.core.setup import make_accelerator

@@ -29,7 +29,7 @@ from beacon.engines.hf import HFEngine
 from beacon.engines.serve import serve_in_thread
 from beacon.engines.serve_guard import ServeSettings
 from beacon.engines.tiny import cached_tiny_model
-from beacon.testing.script_choice import NoEndOfSequence
+from beacon.fakes.logits import NoEndOfSequence
 
 
 def timed_chat(base_url: str, text: str, max_tokens: int) -> float:

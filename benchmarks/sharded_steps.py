@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +36,6 @@ def run(recipe: str, raw: dict[str, Any], resume: bool) -> None:
         return made[-1]
 
     setup.make_accelerator = recorded  # open_run looks it up at call time
-    if recipe != "sft":
-        choose_answers(raw)
     if recipe == "sft":
         from beacon.train.sft import SFTConfig, run_sft
 
@@ -45,11 +44,11 @@ def run(recipe: str, raw: dict[str, Any], resume: bool) -> None:
         from beacon.train.grpo import run_grpo
         from beacon.train.grpo.config import GRPOConfig
 
-        run_grpo(GRPOConfig.model_validate(raw), resume=resume)
+        run_grpo(GRPOConfig.model_validate(raw), resume, choose_answers(raw))
     else:
         from beacon.train.opd import OPDConfig, run_opd
 
-        run_opd(OPDConfig.model_validate(raw), resume=resume)
+        run_opd(OPDConfig.model_validate(raw), resume, choose_answers(raw))
     acc = made[0]
     plugin = getattr(acc.state, "fsdp_plugin", None)
     info = {
@@ -62,24 +61,17 @@ def run(recipe: str, raw: dict[str, Any], resume: bool) -> None:
         (Path(raw["train"]["output_dir"]) / name).write_text(json.dumps(info))
 
 
-def choose_answers(raw: dict[str, Any]) -> None:
-    """Every `HFEngine` built from now on samples through `synth_choices` over the answers of
-    the run's synth items."""
+def choose_answers(raw: dict[str, Any]) -> Callable[[Any], list[Any]]:
+    """The rollout engine's logits processors: `synth_choices` over the answers of the run's
+    synth items."""
     from beacon.benchmarks import get_benchmark
-    from beacon.engines.hf import HFEngine
-    from beacon.testing.script_choice import synth_choices
+    from beacon.fakes.logits import synth_choices
 
     data = raw.get("data", {})  # OPD's items; GRPO's are rollout.limit / data_seed
     limit = data.get("limit", raw["rollout"].get("limit"))
     seed = data.get("seed", raw["rollout"].get("data_seed", 0))
     answers = sorted({s.answer for s in get_benchmark("synth").load(limit=limit, seed=seed)})
-    init = HFEngine.__init__
-
-    def choosing(self: HFEngine, *args: Any, **kwargs: Any) -> None:
-        init(self, *args, **kwargs)
-        self.logits_processors = [synth_choices(self.tokenizer, answers)]
-
-    HFEngine.__init__ = choosing  # type: ignore[method-assign]
+    return lambda tokenizer: [synth_choices(tokenizer, answers)]
 
 
 if __name__ == "__main__":

@@ -32,8 +32,8 @@ from typing import Any
 def write_trajectories(model: Path, out: Path, count: int, seed: int) -> Path:
     """`count` scripted trajectories of mixed length into out/trajs.jsonl (+ images)."""
     from beacon.engines.tokenizer import HFTokenizer
+    from beacon.fakes.trajectories import scripted_trajectory
     from beacon.images import ImageStore
-    from beacon.testing.trajectories import scripted_trajectory
 
     tokenizer = HFTokenizer.from_pretrained(model)
     store = ImageStore(out / "images")

@@ -60,8 +60,8 @@ def main() -> None:
     from beacon.benchmarks import get_benchmark
     from beacon.engines import load_engine
     from beacon.engines.tiny import cached_tiny_model
+    from beacon.fakes.logits import synth_choices
     from beacon.sandbox import Sandbox
-    from beacon.testing.script_choice import synth_choices
 
     torch.set_num_threads(args.threads)
     rollouts = args.prompts * args.group_size

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from beacon.engines.base import GenerationRequest, SamplingParams
-from beacon.engines.hf import HFEngine, ScriptedTokens, _Prepared
+from beacon.engines.hf import HFEngine, _Prepared
+from beacon.fakes.logits import ScriptedTokens
 
 from .helpers import thyme_observation_chat, user_turn
 

@@ -8,9 +8,10 @@ import httpx
 import pytest
 
 from beacon.engines.base import GenerationRequest, SamplingParams
-from beacon.engines.hf import HFEngine, ScriptedTokens
+from beacon.engines.hf import HFEngine
 from beacon.engines.openai import OpenAIEngine, image_data_url
 from beacon.engines.serve import serve_in_thread
+from beacon.fakes.logits import ScriptedTokens
 
 from .helpers import thyme_observation_chat, user_turn
 

@@ -23,7 +23,7 @@ from PIL import ImageFile
 from beacon.engines.hf import HFEngine
 from beacon.engines.openai import OpenAIEngine, image_data_url
 from beacon.engines.serve import serve_in_thread
-from beacon.testing.script_choice import NoEndOfSequence
+from beacon.fakes.logits import NoEndOfSequence
 
 from .helpers import make_image
 

@@ -9,8 +9,9 @@ from collections.abc import Iterator
 import pytest
 
 from beacon.engines.base import GenerationRequest, GenerationResult, SamplingParams
-from beacon.engines.hf import HFEngine, ScriptedTokens
+from beacon.engines.hf import HFEngine
 from beacon.engines.sharing import WeightGate, generate_in_chunks
+from beacon.fakes.logits import ScriptedTokens
 
 ANSWER = "I see it. <answer>7</answer> and more"
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from beacon.fakes.trajectories import scripted_trajectory
 from beacon.images import ImageStore
-from beacon.testing.trajectories import scripted_trajectory
 
 
 @pytest.fixture(scope="session")

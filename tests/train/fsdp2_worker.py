@@ -25,10 +25,10 @@ import torch
 import torch.distributed as dist
 
 from beacon.engines.tokenizer import HFTokenizer
+from beacon.fakes.trajectories import scripted_trajectory
 from beacon.images import ImageStore
 from beacon.revue import topk_reverse_kl, trajectory_loss
 from beacon.rl import LossConfig
-from beacon.testing.trajectories import scripted_trajectory
 from beacon.train.core import loop
 from beacon.train.core.collate import PixelCache, collate
 from beacon.train.core.config import ModelConfig

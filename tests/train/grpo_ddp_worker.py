@@ -9,11 +9,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from grpo_helpers import install_choice_processor
+from grpo_helpers import choice_processors
 
 if __name__ == "__main__":
-    install_choice_processor()
     from beacon.train.grpo import run_grpo
     from beacon.train.grpo.config import GRPOConfig
 
-    run_grpo(GRPOConfig.model_validate(json.loads(sys.argv[1])))
+    run_grpo(
+        GRPOConfig.model_validate(json.loads(sys.argv[1])), logits_processors=choice_processors
+    )

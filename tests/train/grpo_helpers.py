@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from beacon.testing.script_choice import ScriptChoice, synth_choices
+from beacon.fakes.logits import ScriptChoice, synth_choices
 
 # synth (seed 0) items 0 and 1 answer 49E and 93V; item 2 (72) is never answered right.
 ANSWERS = ("49E", "93V")
@@ -15,6 +15,11 @@ ANSWERS = ("49E", "93V")
 def choice_processor(tokenizer: Any) -> ScriptChoice:
     """Turn 0: answer 49E, answer 93V, or crop; turn 1 (after the crop): one of the answers."""
     return synth_choices(tokenizer, ANSWERS)
+
+
+def choice_processors(tokenizer: Any) -> list[ScriptChoice]:
+    """The rollout engine's processors (`run_grpo(cfg, logits_processors=choice_processors)`)."""
+    return [choice_processor(tokenizer)]
 
 
 def grpo_settings(out: Path, **train: Any) -> dict[str, Any]:
@@ -47,16 +52,3 @@ def grpo_settings(out: Path, **train: Any) -> dict[str, Any]:
         },
         "rl": {"reward": "naar", "hgce": {"enabled": True}},
     }
-
-
-def install_choice_processor() -> None:
-    """Make every HFEngine built from now on sample through `choice_processor` (tests only)."""
-    from beacon.engines.hf import HFEngine
-
-    init = HFEngine.__init__
-
-    def patched(self: HFEngine, *args: Any, **kwargs: Any) -> None:
-        init(self, *args, **kwargs)
-        self.logits_processors = [choice_processor(self.tokenizer)]
-
-    HFEngine.__init__ = patched  # type: ignore[method-assign]

@@ -1,5 +1,5 @@
-"""`beacon train grpo` with the test's scripted-choice sampler and a pause after each optimizer
-step, so a test can SIGKILL it mid-run. The pause changes no number."""
+"""`run_grpo` of the YAML config in argv[1] with the tests' scripted-choice sampler and a pause
+after each optimizer step, so a test can SIGKILL it mid-run. The pause changes no number."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from grpo_helpers import install_choice_processor
+from grpo_helpers import choice_processors
 
 from beacon.train.core import loop
 
@@ -24,7 +24,7 @@ def _slow_step(*args, **kwargs):
 
 if __name__ == "__main__":
     loop.optimizer_step = _slow_step
-    install_choice_processor()
-    from beacon.cli import app
+    from beacon.config import load_config
+    from beacon.train.grpo import GRPOConfig, run_grpo
 
-    sys.exit(app(["train", "grpo", *sys.argv[1:]]))
+    run_grpo(load_config(GRPOConfig, sys.argv[1]), logits_processors=choice_processors)

@@ -26,6 +26,7 @@ def opd_settings(student: Path, teacher: Path, out: Path, **sets: Any) -> dict[s
                 "max_total_new_tokens": 24,
             },
         },
+        "critic": {"kind": "scripted"},
         "revue": {"critic_timeout_s": 20.0, "critic_retries": 0},
         "train": {
             "output_dir": str(out),

@@ -26,8 +26,8 @@ def free_port() -> int:
 
 
 class Server:
-    """One `beacon serve` process of `model` on `port`; `launcher` runs the CLI (a test worker
-    that patches the engine first, or `python -m beacon`)."""
+    """One `beacon serve` process of `model` on `port`; `launcher` runs the CLI (`python -m
+    beacon`, or `serve_worker.py`: the same server over a scripted-choice engine)."""
 
     def __init__(self, launcher: Sequence[str], model: Path, port: int, batch_size: int) -> None:
         self.command = [

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import torch
 
+from beacon.fakes.trajectories import scripted_trajectory
 from beacon.images import ImageStore
-from beacon.testing.trajectories import scripted_trajectory
 from beacon.train.core.collate import (
     IGNORE_INDEX,
     PixelCache,

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from beacon.agent.transcript import parse_prompt_text
+from beacon.fakes.trajectories import scripted_trajectory
 from beacon.images import ImageStore
-from beacon.testing.trajectories import scripted_trajectory
 from beacon.train.core.encode import encode_trajectory
 from beacon.types import Segment, Trajectory
 

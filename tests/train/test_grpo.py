@@ -30,7 +30,7 @@ from beacon.train.grpo.hints import HintSource, read_hints, synth_region_hint
 from beacon.train.grpo.policy import StepTotals, hinted_old_logprobs, policy_rows, policy_update
 from beacon.train.grpo.recipe import build_parts, resolve_model, run_grpo, sync_weights
 
-from .grpo_helpers import choice_processor, grpo_settings
+from .grpo_helpers import choice_processors, grpo_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKER = Path(__file__).with_name("grpo_worker.py")
@@ -138,27 +138,18 @@ def test_a_hint_row_with_a_value_of_another_type_names_the_record(tmp_path: Path
 
 
 @pytest.mark.slow
-def test_grpo_counts_refused_hints_in_its_metrics(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_grpo_counts_refused_hints_in_its_metrics(tmp_path: Path) -> None:
     """Every item's hint refused by the pipeline, no scripted fallback: no group is hinted, and
     each all-wrong group is in rl/hint_refused of metrics.jsonl, none in rl/hint_missing."""
     from beacon.benchmarks.synth import generate
-    from beacon.engines.hf import HFEngine
 
-    monkeypatch.setattr(HFEngine, "__init__", HFEngine.__init__)  # restored after the test
-
-    sys.path.insert(0, str(Path(__file__).parent))
-    from grpo_helpers import install_choice_processor
-
-    install_choice_processor()
     path = tmp_path / "hints.jsonl"
     refused = {"hint": None, "accepted": False, "attempts": 2, "rejected": [], "error": None}
     rows = [{"benchmark": "synth", "sample_id": generate(0, i).id, **refused} for i in range(3)]
     path.write_text("".join(json.dumps(row) + "\n" for row in rows))
     settings = grpo_settings(tmp_path / "run", max_steps=2, save_every=10)
     settings["rollout"].update(hints=str(path), synth_region_hints=False)
-    run_grpo(GRPOConfig.model_validate(settings))
+    run_grpo(GRPOConfig.model_validate(settings), logits_processors=choice_processors)
     metrics = read_metrics(tmp_path / "run" / "metrics.jsonl")
     assert sum(m["rl/hint_refused"] for m in metrics) >= 1  # item 2 is never answered right
     assert sum(m["rl/hint_missing"] for m in metrics) == 0
@@ -174,8 +165,7 @@ def _parts(tmp_path: Path, **rl: Any):
     cfg = resolve_model(GRPOConfig.model_validate(settings))
     with contextlib.ExitStack() as stack:
         accelerator = make_accelerator(cfg.model, cfg.train)
-        parts = build_parts(cfg, accelerator, tmp_path / "run", stack)
-        parts.engine.logits_processors = [choice_processor(parts.engine.tokenizer)]
+        parts = build_parts(cfg, accelerator, tmp_path / "run", stack, choice_processors)
         yield cfg, parts
 
 
@@ -274,18 +264,11 @@ def _metrics(run: Path) -> list[tuple]:
 
 
 @pytest.mark.slow
-def test_grpo_kill_and_resume_repeats_the_uninterrupted_run(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    sys.path.insert(0, str(Path(__file__).parent))
-    from grpo_helpers import install_choice_processor
-
-    from beacon.engines.hf import HFEngine
-
-    monkeypatch.setattr(HFEngine, "__init__", HFEngine.__init__)  # restored after the test
-    install_choice_processor()
+def test_grpo_kill_and_resume_repeats_the_uninterrupted_run(tmp_path: Path) -> None:
     straight = tmp_path / "straight"
-    state = run_grpo(GRPOConfig.model_validate(grpo_settings(straight)))
+    state = run_grpo(
+        GRPOConfig.model_validate(grpo_settings(straight)), logits_processors=choice_processors
+    )
     assert state.step == 3
     rows = read_metrics(straight / "metrics.jsonl")
     assert [m["step"] for m in rows] == [1, 2, 3]
@@ -303,7 +286,7 @@ def test_grpo_kill_and_resume_repeats_the_uninterrupted_run(
     }
     env["OMP_NUM_THREADS"] = "1"
     proc = subprocess.Popen(
-        [sys.executable, str(WORKER), "--config", str(config)],
+        [sys.executable, str(WORKER), str(config)],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -317,12 +300,12 @@ def test_grpo_kill_and_resume_repeats_the_uninterrupted_run(
     proc.wait()
     assert latest_checkpoint(killed).name in ("checkpoint-1", "checkpoint-2")
 
-    run_grpo(GRPOConfig.model_validate(grpo_settings(killed)), resume=True)
+    run_grpo(GRPOConfig.model_validate(grpo_settings(killed)), True, choice_processors)
     assert _metrics(killed) == _metrics(straight)
 
 
 def test_script_choice_allows_only_script_continuations() -> None:
-    from beacon.testing.script_choice import next_script_tokens
+    from beacon.fakes.logits import next_script_tokens
 
     scripts = [[5, 6, 7], [5, 8], [9]]
     assert next_script_tokens([1, 2], scripts) == [5, 9]  # nothing begun: any script's start

@@ -115,3 +115,14 @@ def test_update_weights_endpoint_takes_safetensors_and_refuses_the_rest() -> Non
         assert reply.status_code == 400
     with TestClient(create_app(_Engine(accepts=False), settings=allowed)) as client:
         assert client.post("/beacon/update_weights", content=b"", headers=binary).status_code == 501
+
+
+def test_logits_processors_are_refused_with_servers() -> None:
+    """Served rollouts sample on the servers' engines: a processor factory given to the run
+    would do nothing there, so it is refused, naming rollout.servers."""
+    from beacon.train.core.config import ServedRolloutConfig
+    from beacon.train.core.weight_sync import rollout_engine
+
+    rollout = ServedRolloutConfig(servers=["http://127.0.0.1:9/v1"])
+    with pytest.raises(ValueError, match=r"rollout\.servers"):
+        rollout_engine("unused", rollout, "cpu", 1, object(), logits_processors=lambda tok: [])

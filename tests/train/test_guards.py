@@ -7,8 +7,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import logging
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,27 +19,19 @@ from beacon.train.core.metrics import read_metrics
 from beacon.train.grpo import run_grpo
 from beacon.train.grpo.config import GRPOConfig
 
-from .grpo_helpers import choice_processor, grpo_settings
+from .grpo_helpers import choice_processors, grpo_settings
 from .opd_helpers import opd_settings
 
 GAP = "health/sampler_logprob_gap"
 ALARM = "health/alarm/sampler_logprob_gap"
 
 
-@contextlib.contextmanager
-def scripted_engines(monkeypatch: pytest.MonkeyPatch, stale: bool = False) -> Iterator[None]:
-    """Every HFEngine samples through the test's scripted choice; with `stale`, weight pushes
-    into it do nothing (the engine keeps the initial weights the trainer started from)."""
-    sys.path.insert(0, str(Path(__file__).parent))
-    from grpo_helpers import install_choice_processor
-
+def stale_pushes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Weight pushes into the rollout engine do nothing from now on (restored after the test):
+    it keeps the initial weights the trainer started from."""
     from beacon.engines.hf import HFEngine
 
-    monkeypatch.setattr(HFEngine, "__init__", HFEngine.__init__)  # restored after the test
-    install_choice_processor()
-    if stale:
-        monkeypatch.setattr(HFEngine, "load_weights", lambda self, state_dict: 0)
-    yield
+    monkeypatch.setattr(HFEngine, "load_weights", lambda self, state_dict: 0)
 
 
 def grpo(out: Path, **settings: Any) -> GRPOConfig:
@@ -56,13 +46,13 @@ def grpo(out: Path, **settings: Any) -> GRPOConfig:
 def test_a_stale_rollout_engine_raises_the_gap_alarm_and_a_synced_one_does_not(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with scripted_engines(monkeypatch):
-        run_grpo(grpo(tmp_path / "synced"))
+    run_grpo(grpo(tmp_path / "synced"), logits_processors=choice_processors)
     synced = read_metrics(tmp_path / "synced" / "metrics.jsonl")
     assert [m[ALARM] for m in synced] == [0, 0]
     assert max(m[GAP] for m in synced) < 1e-4  # float32 batch vs one forward: ~1e-6 measured
-    with scripted_engines(monkeypatch, stale=True), caplog.at_level(logging.WARNING):
-        run_grpo(grpo(tmp_path / "stale"))
+    stale_pushes(monkeypatch)
+    with caplog.at_level(logging.WARNING):
+        run_grpo(grpo(tmp_path / "stale"), logits_processors=choice_processors)
     stale = read_metrics(tmp_path / "stale" / "metrics.jsonl")
     assert stale[0][GAP] == synced[0][GAP]  # step 1 samples the weights both started with
     assert stale[1][ALARM] == 1 and stale[1][GAP] > 0.05  # step 2 samples the stale ones
@@ -74,12 +64,13 @@ def test_stop_on_alarm_saves_the_step_and_the_run_resumes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     run = tmp_path / "run"
-    with scripted_engines(monkeypatch, stale=True):
-        with pytest.raises(HealthAlarmError, match=r"sampler_logprob_gap at step 2.*--resume"):
-            run_grpo(grpo(run, train__max_steps=3, train__save_every=5, health__stop_on_alarm=True))
-        assert latest_checkpoint(run).name == "checkpoint-2"
-        go_on = grpo(run, train__max_steps=3, train__save_every=5, health__stop_on_alarm=False)
-        state = run_grpo(go_on, resume=True)
+    stale_pushes(monkeypatch)
+    stop = grpo(run, train__max_steps=3, train__save_every=5, health__stop_on_alarm=True)
+    with pytest.raises(HealthAlarmError, match=r"sampler_logprob_gap at step 2.*--resume"):
+        run_grpo(stop, logits_processors=choice_processors)
+    assert latest_checkpoint(run).name == "checkpoint-2"
+    go_on = grpo(run, train__max_steps=3, train__save_every=5, health__stop_on_alarm=False)
+    state = run_grpo(go_on, resume=True, logits_processors=choice_processors)
     assert state.step == 3
     assert [m["step"] for m in read_metrics(run / "metrics.jsonl")] == [1, 2, 3]
 
@@ -93,8 +84,8 @@ def test_a_trajectory_altered_after_sampling_is_dropped_with_its_reason(
 
     cfg = resolve_model(grpo(tmp_path / "run"))
     with contextlib.ExitStack() as stack:
-        parts = build_parts(cfg, make_accelerator(cfg.model, cfg.train), tmp_path / "run", stack)
-        parts.engine.logits_processors = [choice_processor(parts.engine.tokenizer)]
+        accelerator = make_accelerator(cfg.model, cfg.train)
+        parts = build_parts(cfg, accelerator, tmp_path / "run", stack, choice_processors)
         loop, run = parts.rollouts.loop, parts.rollouts.loop.run
 
         def altered(specs: list, max_active: int) -> list:
@@ -124,8 +115,8 @@ def test_beacon_report_draws_a_grpo_and_an_opd_run(
     opd_rows = read_metrics(tmp_path / "opd" / "metrics.jsonl")
     # the student samples freely here: student − teacher log-prob estimates KL(π ‖ q) > 0
     assert all(r["health/teacher_student_gap"] > 0 and r[GAP] < 1e-4 for r in opd_rows)
-    with scripted_engines(monkeypatch, stale=True):
-        run_grpo(grpo(tmp_path / "grpo"))
+    stale_pushes(monkeypatch)
+    run_grpo(grpo(tmp_path / "grpo"), logits_processors=choice_processors)
     runner = CliRunner()
     for run in ("grpo", "opd"):
         done = runner.invoke(app, ["report", str(tmp_path / run)])

@@ -7,7 +7,6 @@ from __future__ import annotations
 import copy
 import math
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
@@ -23,7 +22,7 @@ from beacon.train.grpo.config import GRPOConfig
 from beacon.train.grpo.recipe import run_grpo
 from beacon.train.sft import SFTConfig, run_sft
 
-from .grpo_helpers import grpo_settings
+from .grpo_helpers import choice_processors, grpo_settings
 from .helpers import sft_settings
 
 pytest.importorskip("peft")
@@ -90,13 +89,8 @@ def test_grpo_with_lora_trains_adapters_pushes_merged_weights_and_resumes_exactl
 ) -> None:
     """Three GRPO steps with adapters; then the folder cut back to checkpoint-2 (what a kill
     after step 2 leaves) and resumed: step 3's metrics and the final adapters are identical."""
-    sys.path.insert(0, str(Path(__file__).parent))
-    from grpo_helpers import install_choice_processor
-
     from beacon.engines.hf import HFEngine
 
-    monkeypatch.setattr(HFEngine, "__init__", HFEngine.__init__)  # restored after the test
-    install_choice_processor()
     pushed: list[dict[str, torch.Tensor]] = []
     load_weights = HFEngine.load_weights
     monkeypatch.setattr(
@@ -109,7 +103,7 @@ def test_grpo_with_lora_trains_adapters_pushes_merged_weights_and_resumes_exactl
         return values
 
     run = tmp_path / "run"
-    assert run_grpo(GRPOConfig.model_validate(settings(run))).step == 3
+    assert run_grpo(GRPOConfig.model_validate(settings(run)), False, choice_processors).step == 3
     assert pushed and not any(".lora_" in k or "base_layer" in k for k in pushed[-1])
     rows = read_metrics(run / "metrics.jsonl")
     assert any(m["grad_norm"] > 0 for m in rows)  # the adapters trained
@@ -122,7 +116,7 @@ def test_grpo_with_lora_trains_adapters_pushes_merged_weights_and_resumes_exactl
     straight = tmp_path / "straight"
     shutil.copytree(run, straight)
     shutil.rmtree(run / "checkpoint-3")
-    run_grpo(GRPOConfig.model_validate(settings(run)), resume=True)
+    run_grpo(GRPOConfig.model_validate(settings(run)), True, choice_processors)
     keys = ("step", "loss", "grad_norm", "rl/reward_mean", "rl/accuracy")
     assert [[m[k] for k in keys] for m in read_metrics(run / "metrics.jsonl")] == [
         [m[k] for k in keys] for m in rows
@@ -171,19 +165,18 @@ def test_opd_with_lora_trains_adapters_and_resumes_exactly(
 
 @pytest.mark.slow
 def test_grpo_with_lora_pushes_merged_weights_to_a_server(
-    tmp_path: Path, tiny_model_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, tiny_model_path: Path
 ) -> None:
     """Served rollouts: after the run the server holds the checkpoint's merged weights."""
-    sys.path.insert(0, str(Path(__file__).parent))
-    from grpo_helpers import install_choice_processor
-
     from beacon.engines.hf import HFEngine
     from beacon.engines.serve import serve_in_thread
     from beacon.engines.serve_guard import ServeSettings
+    from beacon.engines.tokenizer import HFTokenizer
 
-    monkeypatch.setattr(HFEngine, "__init__", HFEngine.__init__)
-    install_choice_processor()
-    engine = HFEngine(tiny_model_path, batch_size=8)
+    tok = HFTokenizer.from_pretrained(tiny_model_path)
+    engine = HFEngine(
+        tiny_model_path, batch_size=8, tokenizer=tok, logits_processors=choice_processors(tok)
+    )
     handle = serve_in_thread(engine, "beacon", settings=ServeSettings(allow_weight_updates=True))
     try:
         settings = grpo_settings(tmp_path / "run", max_steps=2)

@@ -77,7 +77,11 @@ def test_opd_killed_and_resumed_matches_uninterrupted(
             {"target_misaligned": 7, "target_reflected": 1},
         ),
         (
-            {"critic__base_url": "http://127.0.0.1:9/v1", "revue__weighting": "mask_top"},
+            {
+                "critic__kind": "http",
+                "critic__base_url": "http://127.0.0.1:9/v1",
+                "revue__weighting": "mask_top",
+            },
             {"coverage_missing": 8, "critic_groups_missing": 2},
         ),
     ],
@@ -102,13 +106,31 @@ def test_opd_config_names_bad_settings(tiny_model_path: Path) -> None:
         OPDConfig.model_validate(cfg)
 
 
+def test_opd_critic_is_the_one_the_config_names(tiny_model_path: Path) -> None:
+    """A reflection teacher needs a critic: the config names an endpoint or the scripted one;
+    neither, or both, is refused before anything loads. Base and gt teachers need none."""
+    cfg = settings(tiny_model_path, tiny_model_path, Path("x"))
+    cfg["critic"] = {}
+    with pytest.raises(
+        ValueError, match=r"needs a critic.*critic\.base_url.*critic\.kind=scripted"
+    ):
+        OPDConfig.model_validate(cfg)
+    cfg["critic"] = {"kind": "scripted", "base_url": "http://127.0.0.1:9/v1"}
+    with pytest.raises(ValueError, match=r"critic\.kind=scripted.*critic\.base_url"):
+        OPDConfig.model_validate(cfg)
+    cfg["critic"] = {"base_url": "http://127.0.0.1:9/v1"}
+    assert OPDConfig.model_validate(cfg).critic.kind == "http"
+    base = settings(tiny_model_path, tiny_model_path, Path("x"), teacher__context="base")
+    base["critic"] = {}
+    assert OPDConfig.model_validate(base).critic.base_url is None
+
+
 def test_opd_scripted_student_gets_complete_reflections(
-    tiny_model_path: Path, teacher_path: Path, tmp_path: Path, monkeypatch, turn_script
+    tiny_model_path: Path, teacher_path: Path, tmp_path: Path, turn_script
 ) -> None:
     """A student forced to crop the evidence and answer right: all-correct groups, complete
     reflections anchored at its crop (the item is hard: the full view is not sufficient), tool
     calls counted, and its canonical tokens re-encode."""
-    import beacon.engines.hf as hf
     from beacon.benchmarks.synth import generate
 
     item = generate(0, 0)
@@ -116,20 +138,16 @@ def test_opd_scripted_student_gets_complete_reflections(
     crop = f"image.crop(({x0 - 8}, {y0 - 8}, {x1 + 8}, {y1 + 8})).show()"
     turns = [f"Zoom. <code>\n```python\n{crop}\n```\n</code>", f"So <answer>{item.answer}</answer>"]
 
-    class ScriptedStudent(hf.HFEngine):
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            tok = self.tokenizer
-            ids = [tok.encode(t) for t in turns]
-            ids[-1] = [*ids[-1], *tok.eos_token_ids[-1:]]
-            self.logits_processors = [turn_script(ids, tok.encode("</sandbox_output>")[0])]
+    def scripted_student(tok: Any) -> list[Any]:
+        ids = [tok.encode(t) for t in turns]
+        ids[-1] = [*ids[-1], *tok.eos_token_ids[-1:]]
+        return [turn_script(ids, tok.encode("</sandbox_output>")[0])]
 
-    monkeypatch.setattr(hf, "HFEngine", ScriptedStudent)
     cfg = settings(tiny_model_path, teacher_path, tmp_path / "run", teacher__reencode_check=True)
     cfg["data"]["limit"] = 1
     cfg["train"]["max_steps"] = 1
     cfg["rollout"]["agent"].update(max_new_tokens_per_turn=120, max_total_new_tokens=240)
-    run_opd(OPDConfig.model_validate(cfg))
+    run_opd(OPDConfig.model_validate(cfg), logits_processors=scripted_student)
     (metrics,) = read_metrics(tmp_path / "run" / "metrics.jsonl")
     assert metrics["accuracy"] == 1.0 and metrics["tool_call_rate"] == 1.0
     assert metrics["coverage_complete"] == 8 and metrics["stage_CORRECT"] == 8

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from beacon.data.thyme import normalize_row, row_trajectory
+from beacon.fakes.trajectories import synthetic_image
 from beacon.images import ImageStore
-from beacon.testing.trajectories import synthetic_image
 from beacon.train.core.encode import encode_trajectory
 from beacon.types import Trajectory
 

@@ -432,6 +432,7 @@ class DemoStages:
                     "batch_size": rollouts,
                     "concurrency": rollouts,
                 },
+                "critic": {"kind": "scripted"},
                 "revue": {"weighting": weighting, "critic_timeout_s": 60.0, "critic_retries": 1},
                 "train": _train_config(
                     self.cfg,

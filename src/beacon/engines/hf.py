@@ -17,10 +17,11 @@ to a boundary between two tokens' probability mass.)
 Log-probs: `GenerationResult.logprobs[t]` is log softmax of the model's *raw* logits (temperature
 1, no top-p/top-k, before any custom logits processor) at the sampled token. That is the policy's
 own probability, which is what importance ratios and KL terms need; it is the same quantity vLLM
-returns with its default `logprobs_mode="raw_logprobs"`. Forced tokens (see `ScriptedTokens`)
-therefore get the model's log-prob of the forced token, however small. With
-`SamplingParams.top_logprobs = k`, `GenerationResult.top_logprobs[t]` lists the k most likely
-tokens of the same raw distribution (what a served teacher gives for distillation).
+returns with its default `logprobs_mode="raw_logprobs"`. Forced tokens (a test's
+`beacon.fakes.logits.ScriptedTokens`) therefore get the model's log-prob of the forced token,
+however small. With `SamplingParams.top_logprobs = k`, `GenerationResult.top_logprobs[t]` lists
+the k most likely tokens of the same raw distribution (what a served teacher gives for
+distillation).
 
 Vision tokens (image/video pads and their brackets) are never sampled: only the processor
 writes them, and a generated one would break the next turn.
@@ -41,6 +42,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -69,6 +71,11 @@ logger = logging.getLogger(__name__)
 
 LogitsProcessorLike = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
+LogitsProcessorFactory = Callable[[HFTokenizer], Sequence[LogitsProcessorLike]]
+"""Builds an engine's logits processors from its tokenizer, for code that builds the engine
+inside (`train.core.weight_sync.rollout_engine`, `run_grpo`, `run_opd`): a processor that steers
+toward given text needs the token ids of that text. Tests pass one (`beacon.fakes.logits`)."""
+
 PIXEL_BUDGET = 256 << 20
 """Bytes of processed images kept by pixel hash: a GRPO group's G rollouts share their prompt
 image and mostly the same crop, and processing (resize, normalise, patchify) was ~20% of the
@@ -87,6 +94,20 @@ class _Prepared:
     prompt_ids: list[int]
     images: list[Image.Image]
     sampling: SamplingParams
+
+
+def __getattr__(name: str) -> Any:
+    """`ScriptedTokens` moved to `beacon.fakes.logits`; this re-export goes after one release."""
+    if name == "ScriptedTokens":
+        from beacon.fakes.logits import ScriptedTokens
+
+        warnings.warn(
+            "beacon.engines.hf.ScriptedTokens moved to beacon.fakes.logits.ScriptedTokens",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return ScriptedTokens
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class HFEngine:
@@ -369,28 +390,6 @@ class HFEngine:
         )
 
 
-class ScriptedTokens:
-    """A logits processor that forces the model to write `script` (a list of token ids).
-
-    Stateless: at each step it finds the longest suffix of the row's ids that is a prefix of the
-    script and forces the next script token, so every generate call writes the script from its
-    start (and starts over after finishing it; end the script with a stop string or EOS). For
-    tests and demos: a random tiny model never writes a code block by itself.
-    """
-
-    def __init__(self, script: Sequence[int]) -> None:
-        if not script:
-            raise ValueError("ScriptedTokens needs a non-empty script of token ids")
-        self.script = list(script)
-
-    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-        forced = torch.full_like(scores, float("-inf"))
-        for row in range(input_ids.shape[0]):
-            step = _matched_prefix(input_ids[row].tolist(), self.script)
-            forced[row, self.script[step % len(self.script)]] = 0.0
-        return forced
-
-
 def _runs_of(ids: list[int], token: int | None) -> list[int]:
     """Lengths of the maximal runs of `token` in `ids`, in order."""
     runs: list[int] = []
@@ -403,14 +402,6 @@ def _runs_of(ids: list[int], token: int | None) -> list[int]:
                 runs.append(1)
         previous = t
     return runs
-
-
-def _matched_prefix(ids: list[int], script: list[int]) -> int:
-    """Length of the longest suffix of `ids` (shorter than the script) that starts `script`."""
-    for k in range(min(len(script) - 1, len(ids)), 0, -1):
-        if ids[-k:] == script[:k]:
-            return k
-    return 0
 
 
 class _Suppress:

@@ -4,7 +4,7 @@
 weights, a byte-level BPE tokenizer trained here on a small built-in corpus, an image processor
 and a Qwen-style chat template) that every engine loads by path: `hf`, `vllm` and `beacon serve`.
 Nothing is downloaded. The model is random, so it never writes sensible text; tests force tokens
-with a logits processor (`beacon.engines.hf.ScriptedTokens`).
+with a logits processor (`beacon.fakes.logits.ScriptedTokens`).
 
 Choices, and why:
 

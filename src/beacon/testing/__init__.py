@@ -1,4 +1,10 @@
-"""Fixtures for tests and benchmarks on tiny models, kept in the package so `benchmarks/` and
-downstream tests can use them: scripted Thyme-format trajectories (`trajectories`) and a
-scripted-choice sampler that gives a random tiny model real choices (`script_choice`). Not for
-real models."""
+"""Deprecated: the test fixtures moved to `beacon.fakes`; these re-exports go after one release."""
+
+import warnings
+
+warnings.warn(
+    "beacon.testing moved to beacon.fakes (beacon.testing.script_choice is beacon.fakes.logits); "
+    "import from beacon.fakes",
+    DeprecationWarning,
+    stacklevel=2,
+)

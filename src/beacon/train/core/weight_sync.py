@@ -21,12 +21,15 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from beacon.train.core.config import ServedRolloutConfig
 from beacon.train.core.lora_weights import rollout_state_dict
+
+if TYPE_CHECKING:
+    from beacon.engines.hf import LogitsProcessorFactory
 
 Push = Callable[[Mapping[str, torch.Tensor]], None]
 """Puts a state dict (whole tensors, the engine's parameter names) into the rollout engine."""
@@ -57,18 +60,35 @@ def rollout_engine(
     device: str,
     batch_size: int,
     tokenizer: Any = None,
+    logits_processors: LogitsProcessorFactory | None = None,
 ) -> WeightSync:
     """The engine rollouts run on (in-process `hf` of `model_path`, or the servers of
     `rollout.servers`), and how new weights reach it; `tokenizer` is the run's handle of
-    `model_path`'s tokenizer and processor (loaded here when None)."""
+    `model_path`'s tokenizer and processor (loaded here when None).
+
+    `logits_processors` builds the in-process engine's processors from the tokenizer (tests
+    steer the tiny model with `beacon.fakes.logits`); servers sample with their own, so it is
+    refused with `rollout.servers`."""
     from beacon.engines.tokenizer import HFTokenizer
 
     tokenizer = tokenizer or HFTokenizer.from_pretrained(model_path)
     if not rollout.servers:
         from beacon.engines.hf import HFEngine
 
-        engine = HFEngine(model_path, device=device, batch_size=batch_size, tokenizer=tokenizer)
+        processors = logits_processors(tokenizer) if logits_processors else None
+        engine = HFEngine(
+            model_path,
+            device=device,
+            batch_size=batch_size,
+            tokenizer=tokenizer,
+            logits_processors=processors,
+        )
         return WeightSync(engine, engine.load_weights, shared=False)
+    if logits_processors is not None:
+        raise ValueError(
+            "logits_processors apply to the in-process engine, but rollout.servers is set: each "
+            "`beacon serve` process samples with its own engine; give the processors to those"
+        )
     from beacon.engines.openai import OpenAIEngine
     from beacon.engines.spread import SpreadEngine
     from beacon.engines.weights import push_weights

@@ -35,7 +35,7 @@ import logging
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -65,6 +65,9 @@ from beacon.train.grpo.policy import (
     reduce_update,
 )
 from beacon.types import Sample
+
+if TYPE_CHECKING:
+    from beacon.engines.hf import LogitsProcessorFactory
 
 logger = logging.getLogger(__name__)
 
@@ -231,8 +234,15 @@ def grpo_step(parts: GRPOParts, cfg: GRPOConfig, state: TrainState) -> loop.Step
     )
 
 
-def build_parts(cfg: GRPOConfig, accelerator: Any, run_dir: Path, stack: Any) -> GRPOParts:
-    """Policy, optimizer, engine, sandbox, agent loop and the RL set; closed by `stack`."""
+def build_parts(
+    cfg: GRPOConfig,
+    accelerator: Any,
+    run_dir: Path,
+    stack: Any,
+    logits_processors: LogitsProcessorFactory | None = None,
+) -> GRPOParts:
+    """Policy, optimizer, engine, sandbox, agent loop and the RL set; closed by `stack`;
+    `logits_processors`: the in-process rollout engine's (`weight_sync.rollout_engine`)."""
     from beacon.agent.loop import AgentLoop
     from beacon.benchmarks import get_benchmark
     from beacon.images import ImageStore
@@ -246,7 +256,11 @@ def build_parts(cfg: GRPOConfig, accelerator: Any, run_dir: Path, stack: Any) ->
     if not samples:
         raise ValueError(f"rollout.benchmark={bench.name} gave no samples; check rollout.path")
     weight_sync = rollout_engine(
-        cfg.model.path, cfg.rollout, str(accelerator.device), cfg.rollout.engine_batch_size
+        cfg.model.path,
+        cfg.rollout,
+        str(accelerator.device),
+        cfg.rollout.engine_batch_size,
+        logits_processors=logits_processors,
     )
     engine = weight_sync.engine
     stack.callback(engine.close)
@@ -290,13 +304,17 @@ def resolve_model(cfg: GRPOConfig) -> GRPOConfig:
     return out
 
 
-def run_grpo(cfg: GRPOConfig, resume: bool = False) -> TrainState:
-    """Train `cfg` into `train.output_dir`; `resume` continues from its newest checkpoint."""
+def run_grpo(
+    cfg: GRPOConfig, resume: bool = False, logits_processors: LogitsProcessorFactory | None = None
+) -> TrainState:
+    """Train `cfg` into `train.output_dir`; `resume` continues from its newest checkpoint;
+    `logits_processors` builds the in-process rollout engine's processors from its tokenizer
+    (tests steer the tiny model with `beacon.fakes.logits`; not with `rollout.servers`)."""
     cfg = resolve_model(cfg)
     prompts = {"rollout.prompts_per_step": cfg.rollout.prompts_per_step}
     accelerator, run_dir = open_run(cfg, resume, per_process=prompts)
     with contextlib.ExitStack() as stack:
-        parts = build_parts(cfg, accelerator, run_dir, stack)
+        parts = build_parts(cfg, accelerator, run_dir, stack, logits_processors)
         state = loop.run(
             parts.policy,
             cfg.train,

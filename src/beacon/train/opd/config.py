@@ -111,12 +111,17 @@ class RolloutConfig(ServedRolloutConfig):
 
 
 class CriticConfig(StrictModel):
-    """Where the critic is: an OpenAI-compatible endpoint, or the scripted synth critic."""
+    """Which critic writes the reflections (a reflection teacher needs one; base and gt do not):
+    an OpenAI-compatible endpoint, or, named explicitly, the scripted synth critic."""
 
+    kind: Literal["http", "scripted"] = Field(
+        "http",
+        description="http: the endpoint at base_url; scripted: the scripted synth critic "
+        "(beacon.revue.scripted, answers from ground truth, synth items only) served on a local "
+        "port for the run, for offline runs and tests.",
+    )
     base_url: str | None = Field(
-        None,
-        description="OpenAI-compatible base URL ending in /v1; null serves the scripted synth "
-        "critic (beacon.revue.scripted) on a local port for the run.",
+        None, description="OpenAI-compatible base URL ending in /v1 (kind: http)."
     )
     model: str = Field("critic", description="Model name sent in the request.")
     api_key_env: str | None = Field(None, description="Environment variable holding the API key.")
@@ -156,6 +161,18 @@ class OPDConfig(StrictModel):
         if self.teacher.context not in TEACHER_CONTEXTS:
             choices = sorted(TEACHER_CONTEXTS)
             raise ValueError(f"teacher.context={self.teacher.context!r}; choose one of {choices}")
+        critic = self.critic
+        if critic.kind == "scripted" and critic.base_url is not None:
+            raise ValueError(
+                f"critic.kind=scripted serves its own critic, but critic.base_url="
+                f"{critic.base_url!r} names another; drop one of the two"
+            )
+        if self.teacher.context == "reflection" and critic.kind == "http" and not critic.base_url:
+            raise ValueError(
+                "teacher.context=reflection needs a critic, and none is named: set "
+                "critic.base_url to an OpenAI-compatible endpoint (.../v1), or critic.kind="
+                "scripted for the scripted synth critic (offline, synth items only)"
+            )
         return self
 
 

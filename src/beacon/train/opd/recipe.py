@@ -2,7 +2,8 @@
 
 config -> student (trained, accelerate) + its rollout engine (weights pushed after every step),
 frozen teacher in-process (or a teacher server), item pool, sandbox + agent loop, critic
-(`critic.base_url`, or the scripted synth critic served locally over HTTP) -> the teacher check
+(`critic.base_url`, or with `critic.kind: scripted` the scripted synth critic served locally
+over HTTP) -> the teacher check
 (`probe`) -> `loop.run` with `opd_step` (Algorithm 1).
 
 Deviations and limits:
@@ -27,7 +28,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from beacon.rollout import Rollouts
 from beacon.train.core import loop
@@ -39,6 +40,9 @@ from beacon.train.opd.critic import CRITIC_LOG, CriticRunner
 from beacon.train.opd.probe import CHECK_FILE, teacher_check
 from beacon.train.opd.score import SequenceScorer
 from beacon.train.opd.step import REVUE_LOG, OPDParts, opd_step
+
+if TYPE_CHECKING:
+    from beacon.engines.hf import LogitsProcessorFactory
 
 logger = logging.getLogger(__name__)
 
@@ -67,10 +71,13 @@ def check_vocab(student_tok: Any, teacher_path: str) -> None:
 
 
 def make_critic(cfg: OPDConfig, samples: list, stack: contextlib.ExitStack) -> Any:
-    """The critic `send`: an HTTP client to critic.base_url or to a local scripted critic."""
+    """The critic `send`: an HTTP client to critic.base_url, or (critic.kind: scripted) to the
+    scripted synth critic served on a local port for the run."""
     from beacon.revue.http import HttpCritic
 
-    if cfg.critic.base_url is not None:
+    if cfg.critic.kind == "http":
+        if cfg.critic.base_url is None:  # OPDConfig refuses this for a reflection teacher
+            raise ValueError("critic.base_url is not set; name the critic's endpoint")
         key = os.environ.get(cfg.critic.api_key_env) if cfg.critic.api_key_env else None
         return HttpCritic(cfg.critic.base_url, cfg.critic.model, key, cfg.critic.vllm_extensions)
     from beacon.engines.serve import run_app_in_thread
@@ -82,8 +89,15 @@ def make_critic(cfg: OPDConfig, samples: list, stack: contextlib.ExitStack) -> A
     return HttpCritic(handle.base_url, "scripted-critic")
 
 
-def build_parts(cfg: OPDConfig, accelerator: Any, run_dir: Any, stack: Any) -> OPDParts:
-    """Student, rollout engine, teacher, critic, sandbox and agent loop; closed by `stack`."""
+def build_parts(
+    cfg: OPDConfig,
+    accelerator: Any,
+    run_dir: Any,
+    stack: Any,
+    logits_processors: LogitsProcessorFactory | None = None,
+) -> OPDParts:
+    """Student, rollout engine, teacher, critic, sandbox and agent loop; closed by `stack`;
+    `logits_processors`: the in-process rollout engine's (`weight_sync.rollout_engine`)."""
     from beacon.agent.loop import AgentLoop
     from beacon.benchmarks.base import get_benchmark
     from beacon.engines.tokenizer import HFTokenizer
@@ -96,7 +110,7 @@ def build_parts(cfg: OPDConfig, accelerator: Any, run_dir: Any, stack: Any) -> O
     policy = build_policy(cfg.model, cfg.train, accelerator)
     device = str(accelerator.device)
     weight_sync = rollout_engine(
-        cfg.model.path, cfg.rollout, device, cfg.rollout.batch_size, tokenizer
+        cfg.model.path, cfg.rollout, device, cfg.rollout.batch_size, tokenizer, logits_processors
     )
     engine = weight_sync.engine
     stack.callback(engine.close)
@@ -167,12 +181,17 @@ def check_teacher(parts: OPDParts) -> None:
             engine.close()
 
 
-def run_opd(cfg: OPDConfig, resume: bool = False) -> TrainState:
-    """Train `cfg` into `train.output_dir`; `resume` continues from its newest checkpoint."""
+def run_opd(
+    cfg: OPDConfig, resume: bool = False, logits_processors: LogitsProcessorFactory | None = None
+) -> TrainState:
+    """Train `cfg` into `train.output_dir`; `resume` continues from its newest checkpoint;
+    `logits_processors` builds the student's in-process rollout engine's processors from its
+    tokenizer (tests steer the tiny model with `beacon.fakes.logits`; not with
+    `rollout.servers`)."""
     items = {"rollout.items_per_step": cfg.rollout.items_per_step}
     accelerator, run_dir = open_run(cfg, resume, OPD_OPERATIONAL_KEYS, per_process=items)
     with contextlib.ExitStack() as stack:
-        parts = build_parts(cfg, accelerator, run_dir, stack)
+        parts = build_parts(cfg, accelerator, run_dir, stack, logits_processors)
         policy = parts.policy
         check_teacher(parts)
         state = loop.run(
