@@ -228,3 +228,19 @@ def test_one_tokenizer_handle_serves_student_teacher_and_their_engines(
     run_opd(OPDConfig.model_validate(cfg))
     assert (tmp_path / "run" / "teacher_check.json").exists()  # the teacher's engine ran
     assert sorted(loaded) == sorted([str(tiny_model_path), str(teacher_path)])
+
+
+@pytest.mark.parametrize("section", ["critic", "teacher"])
+def test_a_named_key_variable_that_is_unset_stops_the_run(
+    tiny_model_path: Path, teacher_path: Path, tmp_path: Path, section: str
+) -> None:
+    """A key the config opts into but the environment lacks is an error naming the setting, not
+    401s that the critic's fallback would hide (ReVuE silently becoming vanilla OPD)."""
+    from beacon.errors import UserError
+
+    cfg = settings(tiny_model_path, teacher_path, tmp_path / "run")
+    cfg[section] |= {"base_url": "http://127.0.0.1:9/v1", "api_key_env": "BEACON_UNSET_TEST_KEY"}
+    if section == "critic":
+        cfg["critic"]["kind"] = "http"
+    with pytest.raises(UserError, match=rf"{section}\.api_key_env='BEACON_UNSET_TEST_KEY'"):
+        run_opd(OPDConfig.model_validate(cfg))

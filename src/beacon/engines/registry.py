@@ -84,10 +84,21 @@ def build_engine(cfg: EngineConfig, api_key: str | None = None) -> Engine:
     return load_engine(cfg.name, model, **options)
 
 
-def key_from_env(env: str | None) -> str | None:
+def key_from_env(env: str | None, required_by: str | None = None) -> str | None:
     """The API key in environment variable `env` (`engine.api_key_env`, `judge.api_key_env`);
-    None when `env` is None or the variable is unset or empty (the server then gets no key)."""
-    return (os.environ.get(env) or None) if env else None
+    None when `env` is None or the variable is unset or empty (the server then gets no key).
+
+    `required_by` names the setting that named `env` where a key is opted into (a trainer's
+    servers, OPD's teacher server and critic: none by default): there an unset variable is an
+    error when the run starts, since every request would be refused with 401 (a refused critic
+    would quietly turn ReVuE into vanilla OPD)."""
+    key = (os.environ.get(env) or None) if env else None
+    if key is None and env and required_by:
+        raise UserError(
+            f"{required_by}={env!r} but ${env} is not set; export it with the key the server was "
+            "started with (its --api-key), or unset that setting for a server without a key"
+        )
+    return key
 
 
 def check_api_key(cfg: EngineConfig, api_key: str | None) -> None:

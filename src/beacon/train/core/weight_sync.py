@@ -18,7 +18,6 @@ gathering is written after TRL's and has not run (DeepSpeed is not installed in 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -90,10 +89,11 @@ def rollout_engine(
             "`beacon serve` process samples with its own engine; give the processors to those"
         )
     from beacon.engines.openai import OpenAIEngine
+    from beacon.engines.registry import key_from_env
     from beacon.engines.spread import SpreadEngine
     from beacon.engines.weights import push_weights
 
-    key = server_api_key(rollout.server_api_key_env)
+    key = key_from_env(rollout.server_api_key_env, required_by="rollout.server_api_key_env")
     engines = [
         OpenAIEngine(
             base_url=url,
@@ -134,17 +134,3 @@ def trainer_weights(accelerator: Any, model: torch.nn.Module) -> dict[str, torch
             whole = {k: v.detach().clone() for k, v in unwrapped.state_dict().items()}
         return rollout_state_dict(unwrapped, whole)
     return rollout_state_dict(unwrapped)
-
-
-def server_api_key(env: str | None) -> str | None:
-    """The key in environment variable `env` (None: no key); an unset variable is an error, as
-    every request would then be refused with 401."""
-    if env is None:
-        return None
-    key = os.environ.get(env)
-    if not key:
-        raise ValueError(
-            f"rollout.server_api_key_env={env!r} but ${env} is not set; export it with the key "
-            "the servers were started with (beacon serve --api-key)"
-        )
-    return key

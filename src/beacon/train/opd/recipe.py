@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 from typing import TYPE_CHECKING, Any
 
+from beacon.engines.registry import key_from_env
 from beacon.rollout import Rollouts
 from beacon.train.core import loop
 from beacon.train.core.checkpoint import TrainState
@@ -52,7 +52,7 @@ def make_teacher(cfg: OPDConfig, device: Any, tokenizer: Any, pixels: Any, store
     from beacon.train.opd.teacher import RemoteTeacher, load_teacher_model
 
     if cfg.teacher.base_url is not None:
-        key = os.environ.get(cfg.teacher.api_key_env) if cfg.teacher.api_key_env else None
+        key = key_from_env(cfg.teacher.api_key_env, required_by="teacher.api_key_env")
         return RemoteTeacher(cfg.teacher.base_url, store.get, api_key=key)
     return SequenceScorer(load_teacher_model(cfg.teacher.path, device), tokenizer, pixels)
 
@@ -78,7 +78,7 @@ def make_critic(cfg: OPDConfig, samples: list, stack: contextlib.ExitStack) -> A
     if cfg.critic.kind == "http":
         if cfg.critic.base_url is None:  # OPDConfig refuses this for a reflection teacher
             raise ValueError("critic.base_url is not set; name the critic's endpoint")
-        key = os.environ.get(cfg.critic.api_key_env) if cfg.critic.api_key_env else None
+        key = key_from_env(cfg.critic.api_key_env, required_by="critic.api_key_env")
         return HttpCritic(cfg.critic.base_url, cfg.critic.model, key, cfg.critic.vllm_extensions)
     from beacon.engines.serve import run_app_in_thread
     from beacon.revue.scripted import ScriptedCritic, create_app
