@@ -15,6 +15,7 @@ from beacon.demo.decisions import (
     Outcome,
     RevueEvidence,
     Verdict,
+    compare,
     hgce_verdict,
     permutation_p,
     render_rules,
@@ -29,7 +30,7 @@ from beacon.demo.gates import (
     render_gates,
     revue_gates,
 )
-from beacon.demo.stats import Interval
+from beacon.demo.stats import Interval, paired_difference
 
 NAN = float("nan")
 HGCE_OK = HgcePremises(p_key_first=0.05, pass_at_8=0.3, hinted_success=0.6, unhinted_success=0.1)
@@ -354,3 +355,25 @@ def test_rules_print_the_thresholds_the_code_uses() -> None:
         assert target in text
     assert 'Never "not reproduced"' in text
     assert "+0.10" in "\n".join(render_rules(smallest_effect=0.10))
+
+
+def seed_records(tool: list[bool]) -> list[dict]:
+    """One seed's eval records: item i answered right in tool mode as tool[i]."""
+    return [
+        {"benchmark": "synth_keys", "sample_id": f"i{i}", "mode": mode, "k": 0,
+         "key": f"synth_keys/i{i}/{mode}/0", "difficulty": "hard", "category": None,
+         "correct": ok and mode == "tool", "score": float(ok and mode == "tool"),
+         "used_tool": mode == "tool"}
+        for i, ok in enumerate(tool)
+        for mode in ("tool", "notool")
+    ]  # fmt: skip
+
+
+def test_compare_pools_the_paired_interval_and_keeps_each_seeds_point() -> None:
+    runs_a = [seed_records([True, False]), seed_records([True, True])]
+    runs_b = [seed_records([False, False])]
+    comparison = compare("A", runs_a, "B", runs_b, n_resamples=200)
+    assert comparison.seeds_a == (0.5, 1.0) and comparison.seeds_b == (0.0,)
+    assert comparison.difference == paired_difference(runs_a, runs_b, "acc_tool", 200)
+    assert comparison.difference.point == pytest.approx(0.75)
+    assert comparison.p_value == pytest.approx(1 / 3)  # A sum 1.5 of {0.5, 1.0, 0.0}: 1 of 3

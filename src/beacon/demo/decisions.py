@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
@@ -57,7 +57,7 @@ from beacon.demo.gates import (
     measured,
     revue_gates,
 )
-from beacon.demo.stats import Interval
+from beacon.demo.stats import Interval, paired_difference, variant_metrics
 from beacon.report.markdown import format_interval, markdown_table
 
 SMALLEST_EFFECT = 0.05
@@ -115,6 +115,25 @@ class Comparison:
         return bool(self.seeds_a and self.seeds_b) and min(self.seeds_a) > max(self.seeds_b)
 
 
+def compare(
+    label_a: str,
+    runs_a: Sequence[Sequence[Mapping]],
+    label_b: str,
+    runs_b: Sequence[Sequence[Mapping]],
+    metric: str = "acc_tool",
+    n_resamples: int = 1000,
+    seed: int = 0,
+) -> Comparison:
+    """A − B from each seed's `samples.jsonl` records: the demo's paired interval
+    (`paired_difference`) and each seed's own point (`variant_metrics` of that seed alone)."""
+    difference = paired_difference(runs_a, runs_b, metric, n_resamples, seed)
+    seeds_a, seeds_b = (
+        tuple(variant_metrics([records], 0)[metric].point for records in runs)
+        for runs in (runs_a, runs_b)
+    )
+    return Comparison(label_a, label_b, difference, seeds_a, seeds_b)
+
+
 def signed(interval: Interval) -> str:
     """`+0.15 [+0.07, +0.23]`."""
     return format_interval(*interval, spec="{:+.2f}", undefined="n/a")
@@ -123,11 +142,12 @@ def signed(interval: Interval) -> str:
 def render_seed_table(comparison: Comparison) -> list[str]:
     """Per-seed means of both arms beside the pooled interval and the permutation p (§3.3)."""
     c = comparison
-    rows = [
-        [str(seed), *(f"{arm[seed]:.2f}" if seed < len(arm) else "—" for arm in (a, b))]
-        for a, b in [(c.seeds_a, c.seeds_b)]
-        for seed in range(max(len(a), len(b)))
-    ]
+
+    def cell(arm: tuple[float, ...], seed: int) -> str:
+        return f"{arm[seed]:.2f}" if seed < len(arm) else "—"
+
+    n_seeds = max(len(c.seeds_a), len(c.seeds_b))
+    rows = [[str(j), cell(c.seeds_a, j), cell(c.seeds_b, j)] for j in range(n_seeds)]
     lines = markdown_table(["seed", c.label_a, c.label_b], rows)
     p = c.p_value
     p_text = "n/a" if math.isnan(p) else f"{p:.3f} (smallest possible {smallest_p(c):.3f})"

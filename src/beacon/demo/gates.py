@@ -66,9 +66,13 @@ class HgcePremises:
     """(b)'s premise values, measured on the cold start before any compared arm (§2.7)."""
 
     p_key_first: float | None
+    """Unhinted `keyed`, sampled: share of rollouts whose first crop is the key (G-H1)."""
     pass_at_8: float | None
+    """Unhinted `keyed` RL items: share with at least one right rollout of 8 (G-H2)."""
     hinted_success: float | None
+    """Hinted `keyed`: per-rollout success, sampled (G-H3)."""
     unhinted_success: float | None
+    """Unhinted `keyed`: per-rollout success, sampled (G-H3)."""
 
 
 @dataclass(frozen=True)
@@ -76,12 +80,21 @@ class RevuePremises:
     """(a)'s premise values, measured on the cold start before any compared arm (§2.7)."""
 
     a0_red: float | None
+    """Red `told` rollouts: the teacher without reflection prefers the right cell at the
+    decisive token (G-R1)."""
     ar_red: float | None
+    """The same with the reflection in its context (G-R1)."""
     a0_plain: float | None
+    """Plain `told` rollouts: the teacher without reflection, as a0_red (G-R2)."""
     grounding: float | None
+    """Share of answer tokens where the reflection-conditioned teacher agrees with what the
+    student's own crop shows (G-R3)."""
     follows_procedure: float | None
+    """Student on `told`: share of episodes that crop the key, write the note, then crop (G-R4)."""
     student_told: float | None
+    """Student's greedy `told` accuracy (G-R4)."""
     teacher_told: float | None
+    """Teacher's greedy `told` accuracy (G-R4)."""
 
 
 def measured(*values: float | None) -> bool:
