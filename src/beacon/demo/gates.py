@@ -45,7 +45,7 @@ GATE_PREMISES = {
     "G-H3": "`keyed` per-rollout success, hinted vs unhinted",
     "G-R1": "teacher's decisive-token probe on red `told`: without (a0) / with (aR) reflection",
     "G-R2": "teacher's decisive-token probe on plain `told`, without reflection",
-    "G-R3": "grounding: reflection-conditioned teacher agrees with the student's crop",
+    "G-R3": "grounding: with the reflection, the teacher still answers the cropped digit",
     "G-R4": "student follows the `told` procedure; student vs teacher `told` accuracy",
 }
 """What each gate measures (§2.7), for the rules and premise tables."""
@@ -80,15 +80,15 @@ class RevuePremises:
     """(a)'s premise values, measured on the cold start before any compared arm (§2.7)."""
 
     a0_red: float | None
-    """Red `told` rollouts: the teacher without reflection prefers the right cell at the
-    decisive token (G-R1)."""
+    """Red-key `told` student rollouts: share where the teacher's argmax at the crop-2
+    divergence token is right without the reflection (G-R1; §2.5 decisive-token probe)."""
     ar_red: float | None
     """The same with the reflection in its context (G-R1)."""
     a0_plain: float | None
     """Plain `told` rollouts: the teacher without reflection, as a0_red (G-R2)."""
     grounding: float | None
-    """Share of answer tokens where the reflection-conditioned teacher agrees with what the
-    student's own crop shows (G-R3)."""
+    """Rollouts whose cell crop shows digit d ≠ the answer: share where the teacher's argmax
+    at the answer position is still d with the reflection (G-R3; §2.5 grounding gate)."""
     follows_procedure: float | None
     """Student on `told`: share of episodes that crop the key, write the note, then crop (G-R4)."""
     student_told: float | None
