@@ -67,8 +67,11 @@ def script(boxes: list[list[int]], note: str, answer: str | None) -> str:
     return "".join(turns) + end
 
 
-def run(sandbox: Sandbox, store: ImageStore, sample: Sample, scripts: list[str]) -> list:
-    """One real episode per script (agent loop, sandbox, image store), in group order."""
+def run(
+    sandbox: Sandbox, store: ImageStore, sample: Sample, scripts: list[str]
+) -> list[Trajectory]:
+    """One real episode per script (agent loop, sandbox, image store), in group order; the
+    fake engine finds its script by the question's first word."""
     out = []
     for text in scripts:
         engine = ScriptedEngine({sample.question.split()[0]: text})
@@ -90,7 +93,7 @@ def wrong(sample: Sample) -> str:
 
 def ask(
     sample: Sample, trajectories: list[Trajectory], store: ImageStore, max_tool_images: int = 8
-):
+) -> tuple[revue.Assembly, revue.CriticOutput]:
     """The trainer's request for the group, the scripted critic's reply to the text and image
     the HTTP client would send, and Algorithm 4 on it."""
     correct = labels(trajectories, sample)
@@ -105,11 +108,11 @@ def ask(
     return assembly, output
 
 
-def stages(assembly) -> list[tuple[str, str]]:
+def stages(assembly: revue.Assembly) -> list[tuple[str, str]]:
     return [(r.break_point.stage, r.break_point.discrepancy) for r in assembly.reflections]
 
 
-def sufficient(output) -> dict[str, list[str]]:
+def sufficient(output: revue.CriticOutput) -> dict[str, list[str]]:
     return {s.state_id: list(s.support_image_ids) for s in output.sufficient_states}
 
 

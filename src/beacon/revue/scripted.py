@@ -276,8 +276,9 @@ KEYS_REFLECTION_PHRASES = [
 ]
 """The fixed text `synth_keys` reflections add (`beacon.revue.conditioning.reflection_text` over
 `keys_answer`'s output), for the demo's tokenizer beside `beacon.demo.expert.KEYS_PHRASES`:
-without them a reflection is ~200 characters of one token each. None occurs in an episode's
-own text (a phrase there would change how the student's tokens are split)."""
+a complete red-key reflection (544 characters) is 315 tokens with `KEYS_PHRASES` alone, 20 with
+these. None changes how an episode's own text splits (where "cell " or "the key" occur there,
+a longer phrase holds them), or the student's tokens would change with the vocabulary."""
 
 
 def not_shown(text: str) -> set[str]:
