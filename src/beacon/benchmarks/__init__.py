@@ -27,6 +27,7 @@ from beacon.benchmarks import (  # noqa: F401  (imported for their @register sid
     mmstar,
     synth,
     synth_demo,
+    synth_keys,
     tirbench,
     treebench,
     visualprobe,

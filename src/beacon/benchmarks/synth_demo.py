@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import multiprocessing
 import random
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import replace
@@ -87,23 +87,25 @@ def region_hint(cell: tuple[int, int]) -> str:
 
 
 @lru_cache(maxsize=64)
-def _font(size: int) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
+def font(size: int) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
+    """Pillow's bundled font at `size` (the same on every machine)."""
     return ImageFont.load_default(size=size)
 
 
-def _glyph(digit: int, height: int, color: tuple[int, int, int], angle: float) -> Image.Image:
+def glyph(digit: int, height: int, color: tuple[int, int, int], angle: float) -> Image.Image:
     """The digit drawn `height` pixels tall on a transparent layer, rotated by `angle`."""
-    probe = _font(100).getbbox(str(digit))
+    probe = font(100).getbbox(str(digit))
     size = max(4, round(100 * height / max(1, probe[3] - probe[1])))
-    font = _font(size)
-    left, top, right, bottom = font.getbbox(str(digit))
+    face = font(size)
+    left, top, right, bottom = face.getbbox(str(digit))
     layer = Image.new("RGBA", (right - left + 4, bottom - top + 4), (0, 0, 0, 0))
-    ImageDraw.Draw(layer).text((2 - left, 2 - top), str(digit), font=font, fill=(*color, 255))
+    ImageDraw.Draw(layer).text((2 - left, 2 - top), str(digit), font=face, fill=(*color, 255))
     rotated = layer.rotate(angle, resample=Image.BICUBIC, expand=True)
     return rotated.crop(rotated.getbbox() or (0, 0, 1, 1))
 
 
-def _background(rng: random.Random) -> np.ndarray:
+def background(rng: random.Random) -> np.ndarray:
+    """The noisy grey canvas, float RGB (`SIZE` x `SIZE` x 3): clip and cast before drawing."""
     shade = rng.randint(205, 245)
     tint = np.array([shade + rng.randint(-8, 8) for _ in range(3)], dtype=np.float32)
     noise = np.random.default_rng(rng.randrange(2**32)).normal(0, 9, (SIZE, SIZE, 3))
@@ -126,13 +128,14 @@ def _overlap(a: Box, b: Box) -> bool:
     return not (a[2] + 6 < b[0] or b[2] + 6 < a[0] or a[3] + 6 < b[1] or b[3] + 6 < a[1])
 
 
-_blocks: NestedBlocks[dict[tuple[int, int], Sample]] = NestedBlocks(dict)  # `render_once`'s
+_blocks: NestedBlocks[dict[tuple[Hashable, ...], Sample]] = NestedBlocks(dict)  # `render_once`'s
 
 
 @contextmanager
 def render_once() -> Iterator[None]:
     """Within the block, `generate` renders each item once and returns that same `Sample` when
-    asked again (all three `synth_demo` benchmarks go through it).
+    asked again (all three `synth_demo` benchmarks go through it, and the `synth_keys` ones:
+    their keys, `(seed, index, kind, red_share)`, never equal a `(seed, index)` pair).
 
     Rendering an item takes ~17 ms (mostly the background noise). The demo's data stage loads
     its training items three times (to index them, then in two eval runs): ~12,400 renders where
@@ -146,26 +149,32 @@ def render_once() -> Iterator[None]:
         yield
 
 
-def prerender(keys: Iterable[tuple[int, int]], processes: int) -> None:
-    """Render the items `keys` ((seed, index) pairs) into the innermost `render_once` block,
-    `processes` at a time, so its later `generate` calls find them rendered.
+def prerender(
+    keys: Iterable[tuple[Hashable, ...]],
+    processes: int,
+    render: Callable[..., Sample] | None = None,
+) -> None:
+    """Render the items `keys` (`render`'s arguments: `synth_demo`'s (seed, index) pairs by
+    default) into the innermost `render_once` block, `processes` at a time, so its later
+    `generate` calls find them rendered.
 
     Rendering is CPU work under the GIL: the demo's 4,200 training items take ~75 s in one
     process. A spawn pool of `processes` renders them side by side (items are the same on
     every machine, so who renders one does not matter); fewer than `_POOL_MIN` missing items,
-    or one process, render here, since a pool takes a second or two to start.
+    or one process, render here, since a pool takes a second or two to start. `render` must be
+    a module-level function (the pool pickles it by name).
     """
+    render = render or _generate
     memo = _blocks.innermost()
     if memo is None:
         raise RuntimeError("prerender() fills a render_once() block; open one first")
     missing = [key for key in dict.fromkeys(keys) if key not in memo]
     if processes <= 1 or len(missing) < _POOL_MIN:
-        rendered = [_generate(*key) for key in missing]
+        rendered = [render(*key) for key in missing]
     else:
         context = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(processes, mp_context=context) as pool:
-            seeds, indices = [k[0] for k in missing], [k[1] for k in missing]
-            rendered = list(pool.map(_generate, seeds, indices, chunksize=32))
+            rendered = list(pool.map(render, *zip(*missing, strict=True), chunksize=32))
     for key, sample in zip(missing, rendered, strict=True):
         memo.setdefault(key, sample)  # as `generate` does: a concurrent render may be there
 
@@ -175,12 +184,18 @@ _POOL_MIN = 256
 
 def generate(seed: int, index: int) -> Sample:
     """Item `index` under `seed`: the same pixels, question and answer on every machine."""
+    return memoized((seed, index), _generate)
+
+
+def memoized(key: tuple[Hashable, ...], render: Callable[..., Sample]) -> Sample:
+    """`render(*key)`, rendered once per innermost `render_once` block (every call outside one).
+    Keys of different generators must differ (in length or in the type of an element)."""
     memo = _blocks.innermost()
     if memo is None:
-        return _generate(seed, index)
-    sample = memo.get((seed, index))
+        return render(*key)
+    sample = memo.get(key)
     if sample is None:
-        sample = memo.setdefault((seed, index), _generate(seed, index))
+        sample = memo.setdefault(key, render(*key))
     return sample
 
 
@@ -189,18 +204,18 @@ def _generate(seed: int, index: int) -> Sample:
     category = CATEGORIES[index % len(CATEGORIES)]
     digit = rng.randrange(10)
     ink = tuple(rng.randint(0, 70) for _ in range(3))
-    glyph = _glyph(digit, rng.randint(*GLYPH_PX[category]), ink, rng.uniform(-10, 10))
+    mark = glyph(digit, rng.randint(*GLYPH_PX[category]), ink, rng.uniform(-10, 10))
     margin = rng.randint(*MARGIN_PX[category])
-    w, h = glyph.width + 2 * margin, glyph.height + 2 * margin
+    w, h = mark.width + 2 * margin, mark.height + 2 * margin
     cell = (rng.randrange(3), rng.randrange(3))
     inside = cell_box(*cell) if category == "search" else None
     box = _place(rng, w, h, None, inside)
-    canvas = Image.fromarray(np.clip(_background(rng), 0, 255).astype(np.uint8))
-    canvas.paste(glyph, (box[0] + margin, box[1] + margin), glyph)
+    canvas = Image.fromarray(np.clip(background(rng), 0, 255).astype(np.uint8))
+    canvas.paste(mark, (box[0] + margin, box[1] + margin), mark)
     decoy = None
     if category == "tiny" and rng.random() < 0.5:
         decoy_digit = (digit + rng.randint(1, 9)) % 10
-        decoy_glyph = _glyph(decoy_digit, rng.randint(120, 180), ink, rng.uniform(-10, 10))
+        decoy_glyph = glyph(decoy_digit, rng.randint(120, 180), ink, rng.uniform(-10, 10))
         decoy_box = _place(rng, decoy_glyph.width, decoy_glyph.height, box, None)
         canvas.paste(decoy_glyph, decoy_box[:2], decoy_glyph)
         decoy = {"digit": decoy_digit, "box": list(decoy_box)}
@@ -216,7 +231,7 @@ def _generate(seed: int, index: int) -> Sample:
         "region": list(box),
         "regions": [list(box)],
         "facts": {"digit": digit, "decoy": None if decoy is None else decoy["digit"]},
-        "glyph_px": glyph.height,
+        "glyph_px": mark.height,
         "decoy": decoy,
         "image_size": [SIZE, SIZE],
         "seed": seed,
@@ -261,14 +276,15 @@ class SynthDemo(Benchmark):
         return [(seed, i) for i in generated_indices(self.name, path, limit, DEFAULT_SIZE)]
 
 
-def hinted(sample: Sample) -> Sample:
-    """A search item whose question carries its hint, worded as the agent's hinted mode does."""
+HINTED = "synth_demo_hinted"
+
+
+def hinted(sample: Sample, benchmark: str = HINTED) -> Sample:
+    """An item whose question carries its `metadata["hint"]`, worded as the agent's hinted mode
+    does, as an item of `benchmark`."""
     question = f"{sample.question}\n\nHint: {sample.metadata['hint']}"
     meta = {**sample.metadata, "hinted": True}
-    return replace(sample, question=question, metadata=meta, benchmark=HINTED)
-
-
-HINTED = "synth_demo_hinted"
+    return replace(sample, question=question, metadata=meta, benchmark=benchmark)
 
 
 @register

@@ -15,6 +15,15 @@ Its policy is the paper's tool-biased cold start, by construction:
 
 The crop is `image.crop((x0, y0, x1, y1)).show()` with the coordinates three characters wide,
 as the question writes them; after the observation it answers `<answer>d</answer>`.
+
+`synth_keys` items (`beacon.benchmarks.synth_keys`) take the design's multi-step trajectories
+(`../shared/research/demo2_design.md` §2.3), in tool mode always:
+
+- `marked`: crop the framed cell's box, then answer;
+- `keyed` / `told`: crop the key's box; write the key as read, `Key: 3.` (a red key:
+  `Key: 3 red.`) and crop the cell it names (a red key counts from the end: cell 6); answer.
+
+Every crop is one of the grid's 9 fixed boxes. Notool mode answers directly.
 """
 
 from __future__ import annotations
@@ -24,14 +33,27 @@ import random
 from collections.abc import Iterable
 from typing import Any
 
+from beacon.agent.config import AgentConfig
 from beacon.agent.formats import ANSWER_CLOSE, THYME
 from beacon.benchmarks.synth_demo import coords
+from beacon.benchmarks.synth_keys import (
+    KEYED_HINT,
+    MARKED_QUESTION,
+    TOLD_QUESTION,
+    UNINFORMATIVE_HINT,
+)
 from beacon.data.scripted import first_image_url, message_texts
 from beacon.engines.scripted_server import ChatReply, decode_data_url
 from beacon.images import image_key
 from beacon.types import Sample
 
 MODEL_NAME = "scripted-demo-expert"
+KEY_NOTE, RED_NOTE = "Key: ", " red."
+KEYS_PHRASES = [MARKED_QUESTION, TOLD_QUESTION, KEY_NOTE, RED_NOTE, KEYED_HINT, UNINFORMATIVE_HINT]
+"""The fixed text `synth_keys` episodes add to the demo's (`beacon.demo.model.PHRASES`): the two
+questions, the key note and the two HGCE hints (procedural and uninformative). They become
+phrase tokens when the demo's cold start is re-made with `synth_keys` rows (the shipped cold
+start's vocabulary must equal `demo_tokenizer()`'s, so they cannot join `PHRASES` before)."""
 
 
 def crop_code(box: list[int] | tuple[int, ...]) -> str:
@@ -49,7 +71,7 @@ def crop_box(sample: Sample) -> list[int]:
 
 
 class ScriptedDemoExpert:
-    """Knows the ground truth of the `synth_demo` samples it is given."""
+    """Knows the ground truth of the `synth_demo` and `synth_keys` samples it is given."""
 
     def __init__(self, samples: Iterable[Sample], tool_bias: float = 0.6, seed: int = 0) -> None:
         self.tool_bias, self.seed = tool_bias, seed
@@ -81,7 +103,39 @@ class ScriptedDemoExpert:
         last = messages[-1]
         in_progress = last.get("role") == "assistant"
         observed = in_progress and any(THYME.observation_open in t for t in message_texts(last))
+        if "kind" in sample.metadata:  # a synth_keys item
+            seen = sum(t.count(THYME.observation_open) for t in message_texts(last))
+            return keys_turn(sample, seen if in_progress else 0, tools)
         if not tools or observed or not self.crops(sample):
             return ChatReply("<answer>" + sample.answer, ANSWER_CLOSE)
         code = crop_code(crop_box(sample))
         return ChatReply(f"<code>\n```python\n{code}\n```\n", THYME.call_close)
+
+
+def keys_crops(sample: Sample) -> list[list[int]]:
+    """The boxes a `synth_keys` trajectory crops, in order: the framed cell (`marked`), or the
+    key and then the cell it names."""
+    meta = sample.metadata
+    return [meta["region"]] if meta["kind"] == "marked" else [meta["key_box"], meta["region"]]
+
+
+def key_note(sample: Sample) -> str:
+    """What the expert writes after reading the key: `Key: 3.`, or `Key: 3 red.`."""
+    meta = sample.metadata
+    return f"{KEY_NOTE}{meta['key']}{RED_NOTE if meta['colour'] == 'red' else '.'}"
+
+
+def keys_turn(sample: Sample, observed: int, tools: bool) -> ChatReply:
+    """The expert's turn on a `synth_keys` item after `observed` crops: the next crop (after the
+    key's, with the key note before it), or the answer once every crop is seen."""
+    plan = keys_crops(sample)
+    if not tools or observed >= len(plan):
+        return ChatReply("<answer>" + sample.answer, ANSWER_CLOSE)
+    note = key_note(sample) if observed == 1 else ""
+    code = crop_code(plan[observed])
+    return ChatReply(f"{note}<code>\n```python\n{code}\n```\n", THYME.call_close)
+
+
+def keys_agent() -> AgentConfig:
+    """Two crops at most, short turns: all a `synth_keys` episode needs."""
+    return AgentConfig(max_turns=3, max_tool_calls=2, max_new_tokens_per_turn=48)

@@ -1,8 +1,9 @@
-"""A scripted critic for `synth`: the critic contract answered from ground truth, over real HTTP.
+"""A scripted critic for the built-in tasks: the critic contract answered from ground truth.
 
 Not a model. It reads the critic request our trainer sends (`build_critic_request`'s text: task,
 rollouts with their labels, evidence states) and answers the same strict JSON a critic model
-would, from what `synth` knows by construction: the reference answer and each item's `facts`.
+would, from what `synth`, `synth_demo` and `synth_keys` know by construction: the reference
+answer and each item's `facts` (and, for `synth_keys`, its evidence regions), over real HTTP.
 It exists so an OPD run on CPU exercises the whole path (HTTP, schema, Algorithm 4, teacher
 conditioning) with a critic whose output is right and reproducible.
 
@@ -17,6 +18,28 @@ metadata gives the evidence `region` and the design `difficulty` (`synth`, `synt
 - First broken link per rollout: CORRECT for a correct rollout; OTHER when it gave no answer;
   READ when it owned or saw a sufficient state; otherwise ACQUIRE (its crop missed the region,
   or it answered a hard item without cropping).
+
+Rules for a `synth_keys` item instead (its metadata names its `kind`; the evidence is every box of
+its `regions`: [key box, target box], `marked`: [target box]; design:
+`../shared/research/demo2_design.md` §2.4):
+- Sufficient states: a post-tool state is sufficient when the crops available at it (its own
+  and the earlier ones of its rollout, the images `beacon.revue.states` lists for it) hold every
+  region; support: the fewest of those crops that do. A lucky crop of the target without the
+  key is not sufficient: it does not show that this cell is the one the key names. Crops the
+  request marks "not shown" are left out (the closed-set rule). The original state is not
+  sufficient: the digits are unreadable at full view.
+- Reading: the question as query slot, the answer digit as observed value, the item's facts
+  (key, colour, cell, digit) as the visual fact. Grounding: the kind's rule (`KEYS_GROUNDING`).
+- First broken link: CORRECT; OTHER without an answer; otherwise the stage is fixed by whether
+  the rollout owns a sufficient state (the contract's ACQUIRE: "none of its own states is
+  sufficient"; READ needs one it could see, else Algorithm 4 rejects an all-wrong group's
+  output), and the discrepancy names the first step that went wrong and the right fact: the key
+  never cropped (`cropped cell 6 without the key; the key names cell 6`), the key's note
+  misread (`noted key 5, but the key is 3 and names cell 3`), the named cell not cropped after
+  a right reading, which is where red-key mapping errors land (`cropped cell 3; the red key
+  names cell 6`), or the right cell cropped and misread (`answered 4; cell 6 shows 7`). So a
+  misread key is READ only when the rollout still owns a sufficient state; a misread that sent
+  it to a wrong cell is ACQUIRE with the misread in the discrepancy.
 
 An item it cannot recognise by image (a request built in a test, another benchmark) is looked up
 by question text, without region rules: the original state is the one sufficient state, and
@@ -49,6 +72,8 @@ _CROP = re.compile(r"\.crop\(\(\s*(-?\d+)\s*,\s*(-?\d+)\s*,\s*(-?\d+)\s*,\s*(-?\
 _STATE = re.compile(r"\[sandbox call -> state (\S+)\]")
 _RETURNED = "images returned: "
 _BOX = re.compile(r"\s*(?:at\s*)?\(\s*-?\d+(?:\s*,\s*-?\d+){3}\s*\)")
+_NOTE = re.compile(r"Key: (\d+)")  # the key as a rollout noted it (`beacon.demo.expert.key_note`)
+_NOT_SHOWN = re.compile(r"(\S+) \(not shown\)")
 ORIGINAL = {"state_id": "ORIGINAL_STATE", "support_image_ids": ["ORIGINAL_IMAGE"]}
 
 
@@ -124,8 +149,10 @@ class ScriptedCritic:
         """The critic output (CRITIC_SCHEMA) for one request's text and first image."""
         question, reference = task_fields(text)
         sample = self.by_image.get(image_key(image)) if image is not None else None
-        facts = sample.metadata.get("facts") if sample else self.facts.get(question)
         rollouts = _ROLLOUT.findall(text)
+        if sample is not None and sample.metadata.get("kind") in KEYS_GROUNDING:
+            return keys_answer(sample.metadata, question, reference, rollouts, not_shown(text))
+        facts = sample.metadata.get("facts") if sample else self.facts.get(question)
         region = sample.metadata["region"] if sample else None
         original_ok = sample is None or sample.metadata["difficulty"] != "hard"
         owned = {rid: sufficient_crops(body, region) for rid, _, body in rollouts}
@@ -187,8 +214,7 @@ def diagnosis(
     line holds its answer)."""
     if label == "CORRECT":
         return {"rollout_id": rollout, "stage": "CORRECT", "discrepancy": ""}
-    final = _FINAL.findall(body)
-    answer = final[-1].strip() if final else "(none)"
+    answer = final_answer(body)
     if answer == "(none)":
         return {"rollout_id": rollout, "stage": "OTHER", "discrepancy": "no final answer given"}
     if not saw_evidence:
@@ -202,6 +228,192 @@ def diagnosis(
         "stage": "READ",
         "discrepancy": f"answered {answer!r} although its evidence shows {reference!r}",
     }
+
+
+def final_answer(body: str) -> str:
+    """The rollout's answer: its last "Final answer: " line, "(none)" as the request writes it
+    when there is none."""
+    final = _FINAL.findall(body)
+    return final[-1].strip() if final else "(none)"
+
+
+KEYS_GROUNDING = {
+    "told": (
+        "the key names a cell in reading order; a red key counts from the end (cell 9 - key); "
+        "the answer is that cell's digit"
+    ),
+    "keyed": "the key names a cell in reading order; the answer is that cell's digit",
+    "marked": "the framed cell is the marked cell; the answer is that cell's digit",
+}
+"""The grounding rule of each `synth_keys` kind: the convention that maps the read key (or the
+frame) to the cell whose digit answers. Only `told` has red keys, so only its rule states them."""
+
+_BREAK = "\nBreak point: first broken link "
+KEYS_REFLECTION_PHRASES = [
+    '\nVisual fact: the image shows {"key": ',
+    ', "colour": "grey", "cell": ',
+    ', "colour": "red", "cell": ',
+    ', "digit": ',
+    *(f"\nGrounding rule: {rule}" for rule in KEYS_GROUNDING.values()),
+    *(f"{_BREAK}{stage}. Discrepancy: noted key " for stage in ("ACQUIRE", "READ")),
+    f"{_BREAK}ACQUIRE. Discrepancy: cropped cell ",
+    f"{_BREAK}ACQUIRE. Discrepancy: cropped ",
+    f"{_BREAK}READ. Discrepancy: answered ",
+    "; the key names cell ",
+    "; the red key names cell ",
+    " without the key",
+    ", but the key is ",
+    ", but the red key is ",
+    " and names cell ",
+    "; cell ",
+    " shows ",
+    "; the framed cell is cell ",
+    "; the key is a decoy",
+    "only the key",
+    "the key",
+    "nothing",
+    "cell ",
+]
+"""The fixed text `synth_keys` reflections add (`beacon.revue.conditioning.reflection_text` over
+`keys_answer`'s output), for the demo's tokenizer beside `beacon.demo.expert.KEYS_PHRASES`:
+a complete red-key reflection (544 characters) is 315 tokens with `KEYS_PHRASES` alone, 20 with
+these. None changes how an episode's own text splits (where "cell " or "the key" occur there,
+a longer phrase holds them), or the student's tokens would change with the vocabulary."""
+
+
+def not_shown(text: str) -> set[str]:
+    """Image ids the request's evidence states mark "not shown": the critic saw none of their
+    pixels, so the closed-set rule forbids them as support."""
+    return set(_NOT_SHOWN.findall(text))
+
+
+def covering_support(
+    crops: list[tuple[tuple[int, ...], str]], regions: list[list[int]]
+) -> list[str]:
+    """The fewest image ids of `crops` ((box, image id), call order) whose boxes together hold
+    every region, [] when they cannot: one crop holding them all if there is one, else the
+    first crop holding each (with at most two regions, that is the fewest)."""
+    whole = next((i for box, i in crops if all(contains(box, r) for r in regions)), None)
+    if whole is not None:
+        return [whole]
+    picks = [next((i for box, i in crops if contains(box, r)), None) for r in regions]
+    return [] if None in picks else list(dict.fromkeys(i for i in picks if i is not None))
+
+
+def keys_sufficient(
+    body: str, regions: list[list[int]], hidden: set[str]
+) -> list[tuple[str, list[str]]]:
+    """(state id, support image ids) of each state of one rollout whose available crops (its
+    own and its rollout's earlier ones) hold every region; crops in `hidden` do not count."""
+    crops: list[tuple[tuple[int, ...], str]] = []
+    out = []
+    for box, state, images in crop_states(body):
+        if box is not None and images and images[0] not in hidden:
+            crops.append((box, images[0]))
+        if support := covering_support(crops, regions):
+            out.append((state, support))
+    return out
+
+
+def keys_answer(
+    meta: dict[str, Any],
+    question: str,
+    reference: str,
+    rollouts: list[tuple[str, str, str]],
+    hidden: set[str],
+) -> dict[str, Any]:
+    """The critic output for a `synth_keys` item (`meta`: its metadata) under the module's
+    rules; `rollouts` are (id, label, body) as the request lists them."""
+    owned = {rid: keys_sufficient(body, meta["regions"], hidden) for rid, _, body in rollouts}
+    return {
+        "applicable": True,
+        "sufficient_states": [
+            {"state_id": state, "support_image_ids": support}
+            for states in owned.values()
+            for state, support in states
+        ],
+        "reading": reading(question, reference, meta["facts"]),
+        "grounding": {"rule": KEYS_GROUNDING[meta["kind"]]},
+        "rollout_diagnoses": [
+            keys_diagnosis(rid, label, body, meta, bool(owned[rid]))
+            for rid, label, body in rollouts
+        ],
+    }
+
+
+def keys_diagnosis(
+    rollout: str, label: str, body: str, meta: dict[str, Any], owns: bool
+) -> dict[str, str]:
+    """The first broken link of one rollout of a `synth_keys` item: the stage from whether it
+    owns a sufficient state (what Algorithm 4 accepts), the discrepancy from its crops and note."""
+    if label == "CORRECT":
+        return {"rollout_id": rollout, "stage": "CORRECT", "discrepancy": ""}
+    answer = final_answer(body)
+    if answer == "(none)":
+        return {"rollout_id": rollout, "stage": "OTHER", "discrepancy": "no final answer given"}
+    boxes = [box for box, _, _ in crop_states(body) if box is not None]
+    if meta["kind"] == "marked":
+        found = marked_discrepancy(meta, boxes, answer, owns)
+    else:
+        found = key_discrepancy(meta, boxes, _NOTE.search(body), answer, owns)
+    return {"rollout_id": rollout, "stage": "READ" if owns else "ACQUIRE", "discrepancy": found}
+
+
+def key_discrepancy(
+    meta: dict[str, Any],
+    boxes: list[tuple[int, ...]],
+    note: re.Match | None,
+    answer: str,
+    owns: bool,
+) -> str:
+    """What went wrong first on a `keyed` / `told` rollout, and the right fact: the key never
+    cropped, the key noted wrong, the named cell not cropped (a red key mapped as a grey one
+    lands here), else the right cell misread."""
+    key = "the red key" if meta["colour"] == "red" else "the key"
+    named = f"{key} names cell {meta['target']}"
+    if not any(contains(box, meta["key_box"]) for box in boxes):
+        what = f"{crop_name(meta, boxes[-1])} without the key" if boxes else "nothing"
+        return f"cropped {what}; {named}"
+    if note is not None and int(note.group(1)) != meta["key"]:
+        return (
+            f"noted key {note.group(1)}, but {key} is {meta['key']} and names cell {meta['target']}"
+        )
+    if owns:
+        return misread(meta, answer)
+    cells = [box for box in boxes if not contains(box, meta["key_box"])]
+    return f"cropped {crop_name(meta, cells[-1]) if cells else 'only the key'}; {named}"
+
+
+def marked_discrepancy(
+    meta: dict[str, Any], boxes: list[tuple[int, ...]], answer: str, owns: bool
+) -> str:
+    """What went wrong first on a `marked` rollout: the framed cell not cropped (saying so when
+    it followed the decoy key), else the framed cell misread."""
+    if owns:
+        return misread(meta, answer)
+    framed = f"the framed cell is cell {meta['target']}"
+    if not boxes:
+        return f"cropped nothing; {framed}"
+    decoy_cell = meta["cell_boxes"][meta["named"] - 1]
+    followed = any(contains(b, meta["key_box"]) or contains(b, decoy_cell) for b in boxes)
+    return f"cropped {crop_name(meta, boxes[-1])}; {framed}" + (
+        "; the key is a decoy" if followed else ""
+    )
+
+
+def misread(meta: dict[str, Any], answer: str) -> str:
+    """The discrepancy of a rollout that cropped the right cell and answered another digit."""
+    return f"answered {answer}; cell {meta['target']} shows {meta['digits'][meta['target'] - 1]}"
+
+
+def crop_name(meta: dict[str, Any], box: tuple[int, ...]) -> str:
+    """What a crop shows in the grid's words: `the key`, `cell 3`, or the boxes a wider (or
+    stray) crop holds, so a discrepancy never needs coordinates."""
+    held = ["the key"] if contains(box, meta["key_box"]) else []
+    held += [f"cell {n}" for n, cell in enumerate(meta["cell_boxes"], 1) if contains(box, cell)]
+    if len(held) == 1:
+        return held[0]
+    return f"a view holding {', '.join(held)}" if held else "a view holding no whole box"
 
 
 def create_app(critic: ScriptedCritic) -> FastAPI:
