@@ -102,7 +102,7 @@ def time_steps(args: argparse.Namespace, overrides: dict[str, dict] | None = Non
     generation time (`gen_s`) and the rest of the step (`other_s`); `overrides` update the
     config's sections (`{"model": {"path": ...}}`; default: the tiny model)."""
     from beacon.fakes.logits import synth_choices
-    from beacon.train.core import loop
+    from beacon.train.core import train_loop as loop
     from beacon.train.core.checkpoint import TrainState
     from beacon.train.core.setup import make_accelerator
     from beacon.train.grpo.config import GRPOConfig

@@ -40,22 +40,16 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from beacon.jsonl import JsonlWriter
-from beacon.rl import (
-    GroupOutcomes,
-    check_hint,
-    group_health,
-    group_outcomes,
-    item_label,
-    needs_hint,
-    score_groups,
-)
 from beacon.rollout import Group, Rollouts, RolloutStats
-from beacon.train.core import loop
+from beacon.train.core import train_loop as loop
 from beacon.train.core.checkpoint import TrainState
+from beacon.train.core.health import group_health
+from beacon.train.core.outcomes import GroupOutcomes, group_outcomes, item_label
 from beacon.train.core.setup import build_policy, open_run
 from beacon.train.core.weight_sync import WeightSync, rollout_engine
 from beacon.train.grpo.config import GRPOConfig
-from beacon.train.grpo.hints import HintSource
+from beacon.train.grpo.group_scoring import score_groups
+from beacon.train.grpo.hints import HintSource, check_hint, needs_hint
 from beacon.train.grpo.policy import (
     Collate,
     StepTotals,
@@ -106,7 +100,7 @@ def sync_weights(parts: GRPOParts) -> None:
 
 
 def outcomes(group: Group) -> GroupOutcomes:
-    """The group's record for `beacon.rl` (the item's difficulty label when it has one)."""
+    """The group's record for `beacon.train.grpo` (the item's difficulty label when it has one)."""
     return group_outcomes(group.trajectories, group.correct, item_label(group.sample.metadata))
 
 
