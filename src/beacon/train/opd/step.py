@@ -59,7 +59,14 @@ from beacon.train.opd.topk import TeacherScores
 from beacon.types import Sample
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
+    from beacon.engines.tokenizer import HFTokenizer
+    from beacon.images import ImageStore
     from beacon.train.opd.config import OPDConfig
+    from beacon.train.opd.critic import CriticReply, CriticRunner
+    from beacon.train.opd.states import ObservedStates
+    from beacon.train.opd.teacher_server import RemoteTeacher
 
 logger = logging.getLogger(__name__)
 
@@ -76,11 +83,11 @@ class OPDParts:
     policy: loop.LoopParts
     samples: list[Sample]
     rollouts: Rollouts
-    store: Any  # beacon.images.ImageStore
-    tokenizer: Any
+    store: ImageStore
+    tokenizer: HFTokenizer
     student: SequenceScorer
-    teacher: Any  # SequenceScorer, or opd.teacher.RemoteTeacher
-    critic: Any  # opd.critic.CriticRunner | None
+    teacher: SequenceScorer | RemoteTeacher
+    critic: CriticRunner | None
     run_dir: Path
     weight_sync: WeightSync
 
@@ -93,8 +100,8 @@ class Distilled:
     slot: int
     encoded: list[EncodedTrajectory]
     assembly: Assembly | None = None
-    future: Any = None  # Future[CriticReply]
-    states: Any = None  # ObservedStates
+    future: Future[CriticReply] | None = None
+    states: ObservedStates | None = None
     shown: frozenset[str] = frozenset()
     critic_attempts: int = 0
     aligned: list[bool] = field(default_factory=list)
