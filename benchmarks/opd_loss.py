@@ -38,8 +38,7 @@ from collections.abc import Callable
 import torch
 
 from beacon.train.opd.impact_weights import grouped_weights
-from beacon.train.opd.reverse_kl import topk_reverse_kl
-from beacon.train.opd.topk import support_logits, teacher_topk
+from beacon.train.opd.topk import support_logits, teacher_topk, topk_reverse_kl
 
 MIB = 2**20
 

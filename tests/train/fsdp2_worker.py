@@ -35,8 +35,8 @@ from beacon.train.core.setup import load_model
 from beacon.train.core.weight_sync import trainer_weights
 from beacon.train.grpo.config import LossConfig
 from beacon.train.grpo.policy import StepTotals, policy_rows, policy_update
-from beacon.train.opd.reverse_kl import topk_reverse_kl, trajectory_loss
 from beacon.train.opd.score import SequenceScorer, supervised_positions
+from beacon.train.opd.topk import topk_reverse_kl, trajectory_loss
 
 ROWS = 6
 OPD_ROWS = 5  # 3 + 2 over two processes: uneven

@@ -17,9 +17,14 @@ from beacon.train.opd.assemble import (
 from beacon.train.opd.conditioning import condition_messages, reflection_text
 from beacon.train.opd.critic import ask_critic, build_critic_request
 from beacon.train.opd.impact_weights import adopted_target, grouped_weights
-from beacon.train.opd.reverse_kl import batch_loss, topk_reverse_kl, trajectory_loss
 from beacon.train.opd.states import group_kind, observed_states
-from beacon.train.opd.topk import support_logits, teacher_topk
+from beacon.train.opd.topk import (
+    batch_loss,
+    support_logits,
+    teacher_topk,
+    topk_reverse_kl,
+    trajectory_loss,
+)
 from beacon.types import Sample
 
 from .helpers import labels, make_trajectory

@@ -8,13 +8,15 @@ import pytest
 import torch
 
 from beacon.train.opd.impact_weights import adopted_target, grouped_weights, token_impact
-from beacon.train.opd.reverse_kl import (
+from beacon.train.opd.topk import (
     batch_loss,
+    reduce_logits,
+    support_logits,
     support_reverse_kl,
+    teacher_topk,
     topk_reverse_kl,
     trajectory_loss,
 )
-from beacon.train.opd.topk import reduce_logits, support_logits, teacher_topk
 
 T, V, H, K = 37, 300, 16, 8
 

@@ -46,7 +46,6 @@ from beacon.train.opd.assemble import (
 from beacon.train.opd.conditioning import reflection_text
 from beacon.train.opd.critic import build_critic_request
 from beacon.train.opd.impact_weights import WEIGHTINGS, AdoptedTarget, adopted_target
-from beacon.train.opd.reverse_kl import batch_loss, topk_reverse_kl, trajectory_loss
 from beacon.train.opd.score import (
     SequenceScorer,
     conditioned_sequence,
@@ -55,7 +54,7 @@ from beacon.train.opd.score import (
     trajectory_health,
 )
 from beacon.train.opd.states import observed_states
-from beacon.train.opd.topk import TeacherScores
+from beacon.train.opd.topk import TeacherScores, batch_loss, topk_reverse_kl, trajectory_loss
 from beacon.types import Sample
 
 if TYPE_CHECKING:
