@@ -49,8 +49,13 @@ STOP = "optimizer_step"
 """The loop's function around `optimizer.step()`: counting ends when the first one returns."""
 BEFORE = {"grpo": (56, 50), "opd": (67, 70)}
 """(files, package switches) of main at 4827083, before the re-foldering (this script)."""
+CEILING = {"grpo": (43, 45), "opd": (51, 52)}
+"""(files, package switches) after the re-foldering: tests/test_step_path.py keeps a step from
+walking through more rooms than this."""
 TARGET = (20, 30)
-"""Issue 50's bound for each step: at most 20 files and 30 package switches."""
+"""Issue 50's bound for each step: at most 20 files and 30 package switches. Counted this way
+(every file whose code runs, the ground floor, the agent loop and the verifiers included) no
+step meets it; the issue's own count (38 and 42 files on main) left out more."""
 
 
 def importing(frame: FrameType) -> bool:
