@@ -1,8 +1,8 @@
-"""Health alarms: thresholds over the `health/` metrics every trainer's step records.
+"""Training health: the numbers behind the alarms, and the alarms over them.
 
-The numbers come from the trainers (`beacon.train.core.health`: sampler log-prob gap, entropy, tool
-rates, zero-variance groups; OPD's teacher-student gap; the rollout checks' dropped share);
-this module decides, once per step in `loop.run`, which alarms fire (`RULES`, thresholds in
+The numbers come from the trainers (the pure functions below: sampler log-prob gap, entropy,
+tool rates, zero-variance groups; OPD's teacher-student gap; the rollout checks' dropped share);
+`HealthMonitor` decides, once per step in `loop.run`, which alarms fire (`RULES`, thresholds in
 `HealthConfig`), adds `health/alarm/<name>` (1 firing, 0 not; absent when the step has no value)
 and `health/alarms` to the step's metrics, and logs ONE warning line for each alarm as it starts
 firing (not again while it keeps firing). With `health.stop_on_alarm` the loop saves the step's
@@ -15,8 +15,7 @@ Noisy metrics are compared through their rolling mean over `health.window` logge
 `metrics.jsonl` up to the restored step, so windows and "was it firing" continue where they
 were (exactly with `train.log_every: 1`; with sparser logging, from the logged steps).
 
-Health: The numbers behind the trainers' health alarms (`beacon.train.core.health`), as pure
-functions.
+The numbers, as pure functions:
 
 Per token, over the generated (loss-masked) positions of a step's rollouts:
 

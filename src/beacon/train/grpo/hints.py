@@ -14,7 +14,7 @@ the item as refused (`rl/hint_refused`) rather than missing (`rl/hint_missing`).
 What is not covered: generating missing hints through the expert (the data pipeline's job);
 without a cached or scripted hint an all-wrong group is simply not rescued (counted).
 
-Hgce: Hint-Guided Capability Expansion: which groups get a hint, and which hinted groups train.
+HGCE: Hint-Guided Capability Expansion: which groups get a hint, and which hinted groups train.
 
 Paper §3 "Hint-Guided Capability Expansion" (beacon.md §4):
 

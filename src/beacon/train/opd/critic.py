@@ -15,9 +15,9 @@ on transport errors and unparsable replies, and hands every raw exchange to `on_
 trainer writes them to JSONL) besides logging it. It never raises: a critic that stays down gives
 `CriticReply(output=None, ...)` and the group falls back to the base teacher.
 
-Http: The critic's `send` over HTTP: one OpenAI-compatible chat call per attempt, and the raw log.
+Over HTTP: the critic's `send` is one OpenAI-compatible chat call per attempt, and the raw log.
 
-`HttpCritic` is the `send` that `beacon.train.opd.critic.ask_critic` takes: it sends a
+`HttpCritic` is the `send` that `ask_critic` takes: it sends a
 `CriticRequest` through the `openai` engine (the one chat-body builder, reply parser and HTTP
 client), with the request's `response_format` (strict json_schema), temperature (0) and output cap
 (`max_tokens`), images as base64 PNG data URLs, and returns the reply's message text. Any transport

@@ -11,9 +11,8 @@ Critic-facing ids are stable and readable: `ORIGINAL_STATE` / `ORIGINAL_IMAGE` (
 first call's state and `R3_S1_IMG2` for that call's second image. `index` orders states for the
 last component of the anchor cost (Eq. 13).
 
-Verdicts: The kind of a group by its correctness labels (Algorithm 2's output): all-correct, mixed
-or
-all-wrong, which picks the critic's prompt variant and how Algorithm 4 assembles.
+Verdicts: the kind of a group by its correctness labels (Algorithm 2's output): all-correct,
+mixed or all-wrong, which picks the critic's prompt variant and how Algorithm 4 assembles.
 
 The labels c_i themselves are the benchmark's verdicts (`beacon.rollout.score`, through
 `beacon.rollout.Rollouts`), the verdict `beacon eval` and GRPO use. Deviation, stated:
