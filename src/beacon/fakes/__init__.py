@@ -7,7 +7,7 @@ tests and the benchmark scripts can import it. Not for real models.
 
 The rule (guarded by `tests/test_layers.py`): the product imports nothing from `beacon.fakes`.
 The one exception is `beacon.engines.hf.ScriptedTokens`, a re-export at its old public path kept
-for one release with a DeprecationWarning; the old package `beacon.testing` resolves here through
+for one release with a DeprecationWarning; the fixtures' old package name resolves here through
 `beacon.moved`.
 
 Scripted stand-ins that users run by name are product features and live in the product, not here:
