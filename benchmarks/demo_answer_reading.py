@@ -23,7 +23,7 @@ from transformers import AutoModelForImageTextToText
 
 from beacon.config import load_config
 from beacon.demo.config import DemoConfig
-from beacon.demo.stages import OPD_VARIANTS, DemoStages
+from beacon.demo.pipeline import OPD_VARIANTS, DemoStages
 from beacon.engines.tokenizer import HFTokenizer
 from beacon.images import ImageStore
 from beacon.jsonl import read_jsonl

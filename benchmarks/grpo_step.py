@@ -1,10 +1,10 @@
 """One GRPO step's time split on CPU with the tiny model: where does a step go?
 
-Runs the real recipe step (`beacon.train.grpo.grpo_step`: rollouts through the agent loop with
-the real sandbox, verification, HGCE, `score_groups`, old log-probs, clipped loss, optimizer,
-weight sync) on synth items with the built-in tiny Qwen2-VL. The random tiny model samples
-through `ScriptChoice` (answer one of the items' answers, or crop then answer), so groups have
-reward variance and the update is real. Checkpointing is left out (it is not per step).
+Runs the real recipe step (`beacon.train.grpo.recipe.grpo_step`: rollouts through the agent loop
+with the real sandbox, verification, HGCE, `score_groups`, old log-probs, clipped loss,
+optimizer, weight sync) on synth items with the built-in tiny Qwen2-VL. The random tiny model
+samples through `ScriptChoice` (answer one of the items' answers, or crop then answer), so
+groups have reward variance and the update is real. Checkpointing is left out (it is not per step).
 
 Model compute = time inside the engine's `generate` (summed over its batches) + old log-probs
 + forward/backward + optimizer step. Orchestration = the rest of the step: the agent loop,
@@ -102,7 +102,7 @@ def time_steps(args: argparse.Namespace, overrides: dict[str, dict] | None = Non
     generation time (`gen_s`) and the rest of the step (`other_s`); `overrides` update the
     config's sections (`{"model": {"path": ...}}`; default: the tiny model)."""
     from beacon.fakes.logits import synth_choices
-    from beacon.train.core import loop
+    from beacon.train.core import train_loop as loop
     from beacon.train.core.checkpoint import TrainState
     from beacon.train.core.setup import make_accelerator
     from beacon.train.grpo.config import GRPOConfig

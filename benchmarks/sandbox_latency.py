@@ -197,7 +197,7 @@ def heavy_child(pixel_file: str, scratch: str, mapped: bool = True) -> Callable[
     """The heavy call's code on the input, as a spare runs it after its warm-up
     (`worker.warm_up`), timed from mapping the input on."""
     sys.path.insert(0, os.path.dirname(beacon.sandbox.__file__))
-    import episode
+    import child as episode
     import worker
 
     def run() -> float:
@@ -216,7 +216,7 @@ def light_child(scratch: str, rehearsed: bool) -> Callable[[], float]:
     """A light call through the child's own code path (a rehearsal: prepare, run, report) in a
     fresh fork, first thing or after a rehearsal."""
     sys.path.insert(0, os.path.dirname(beacon.sandbox.__file__))
-    import episode
+    import child as episode
 
     def run() -> float:
         if rehearsed:

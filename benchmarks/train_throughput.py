@@ -53,8 +53,13 @@ def run_mode(args: dict[str, Any]) -> dict[str, Any]:
     """Train `steps` steps on the same global batch in one batching mode (own process)."""
     import torch
 
-    from beacon.train.core.loop import forward_backward, my_share, optimizer_step, step_indices
     from beacon.train.core.setup import make_accelerator
+    from beacon.train.core.train_loop import (
+        forward_backward,
+        my_share,
+        optimizer_step,
+        step_indices,
+    )
     from beacon.train.sft import SFTConfig
     from beacon.train.sft.recipe import build_parts, make_plan
 
@@ -158,7 +163,7 @@ def main() -> None:
 def naive_peak_tokens(cfg: dict) -> int:
     """The naive mode's largest micro-batch in padded tokens: the bucket budget."""
     from beacon.engines.tokenizer import HFTokenizer
-    from beacon.train.core.loop import step_indices
+    from beacon.train.core.train_loop import step_indices
     from beacon.train.sft import SFTConfig
     from beacon.train.sft.recipe import build_data
 

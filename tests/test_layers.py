@@ -5,7 +5,8 @@ the product imports nothing from `beacon.fakes` (the rule in its docstring).
 lower floors, and rooms that share a floor (their modules still import no cycle). Two named
 exceptions: a room's command module (`ROOM/cli.py`) may import the report room, which renders
 what the command ran (`beacon eval` writes its report.md); and the re-export modules kept for
-one release (`SHIMS`), which hold nothing but imports.
+one release: none is a file (`beacon.moved` resolves them), and `tests/test_moved.py` checks that
+none is left behind.
 """
 
 from __future__ import annotations
@@ -42,21 +43,21 @@ def module_name(path: Path) -> str:
 
 
 FLOORS: tuple[tuple[str, ...], ...] = (
-    ("beacon", "errors", "types", "files", "config", "configs", "jsonl", "images", "runfolder",
-     "progress", "blocks", "metrics", "stages"),
+    ("beacon", "moved", "errors", "types", "files", "config", "configs", "jsonl", "images",
+     "runfolder", "progress", "blocks", "metrics", "stages"),
     ("sandbox", "engines"),
-    ("agent", "verify", "testing", "fakes"),
-    ("benchmarks", "rollout", "rl"),
-    ("eval", "annotate", "revue"),
+    ("agent", "verify", "fakes"),
+    ("benchmarks", "rollout"),
+    ("eval", "annotate"),
     ("train", "data"),
     ("report",),
     ("demo",),
     ("cli", "__main__"),
 )  # fmt: skip
 """Rooms (`beacon.ROOM`; `beacon` is the package's own `__init__`), one floor a line, ground
-first: the report room sits above eval and training and below the demo that uses its pieces."""
-SHIMS = {"beacon.eval.report", "beacon.eval.plots", "beacon.train.report"}
-"""Old import paths of the reports, re-exporting `beacon.report` for one release."""
+first: the report room sits above eval and training and below the demo that uses its pieces.
+GRPO's and ReVuE's maths live in their trainers' rooms (`train/grpo`, `train/opd`); the old
+paths of moved modules resolve through `beacon.moved`, which holds no module of its own."""
 
 FLOOR = {room: level for level, rooms in enumerate(FLOORS) for room in rooms}
 
@@ -77,8 +78,6 @@ def test_every_room_has_a_floor() -> None:
 def test_no_import_runs_up_the_house() -> None:
     upward = []
     for module, path in modules().items():
-        if module in SHIMS:
-            continue
         for target in imports_of(path):
             if target in DEPRECATED_SHIMS.get(module, set()):
                 continue  # an old path re-exporting a fake for one release
@@ -95,18 +94,26 @@ def test_nothing_below_the_report_room_imports_it() -> None:
     below = [
         f"{module} -> {target}"
         for module, path in modules().items()
-        if FLOOR[room_of(module)] < report and module not in SHIMS and not module.endswith(".cli")
+        if FLOOR[room_of(module)] < report and not module.endswith(".cli")
         for target in imports_of(path)
         if room_of(target) == "report"
     ]
     assert below == []
 
 
-def test_shims_only_re_export() -> None:
-    for module in SHIMS:
-        tree = ast.parse(modules()[module].read_text(encoding="utf-8"))
-        body = [n for n in tree.body if not isinstance(n, ast.Expr)]  # the docstring
-        assert all(isinstance(n, ast.ImportFrom) for n in body), module
+def test_file_names_say_what_they_hold() -> None:
+    """At most 6 file names repeat across the product (command, config and recipe modules and
+    package `__init__`s aside), and none of the names a training step reads."""
+    ignored = {"__init__.py", "cli.py", "config.py", "recipe.py"}
+    seen: dict[str, list[str]] = {}
+    for path in (SRC / "beacon").rglob("*.py"):
+        if path.name not in ignored:
+            seen.setdefault(path.name, []).append(module_name(path))
+    repeats = {name: where for name, where in seen.items() if len(where) > 1}
+    on_a_step = {"teacher", "critic", "health", "loss", "hints", "stats", "groups", "scoring",
+                 "episode", "loop", "weights"}  # fmt: skip
+    assert len(repeats) <= 6, repeats
+    assert {name.removesuffix(".py") for name in repeats} & on_a_step == set(), repeats
 
 
 def test_agent_and_engines_do_not_import_eval() -> None:
@@ -130,12 +137,10 @@ def test_no_two_modules_import_each_other() -> None:
 
 FAKES = "beacon.fakes"
 DEPRECATED_SHIMS = {
-    "beacon.testing.script_choice": {"beacon.fakes.logits"},
-    "beacon.testing.trajectories": {"beacon.fakes.trajectories"},
     "beacon.engines.hf": {"beacon.fakes.logits"},  # ScriptedTokens, in the module's __getattr__
 }
-"""The re-exports at the old public paths, kept for one release: the only product modules that
-may import fakes, and only the module each re-exports."""
+"""The re-export at an old public name, kept for one release: the only product module that may
+import fakes, and only the module it re-exports."""
 
 
 def fakes_imported_by(path: Path) -> set[str]:

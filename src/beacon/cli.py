@@ -32,7 +32,7 @@ from beacon.eval import cli as eval_cli
 from beacon.images import ImageError
 from beacon.progress import quiet_library_bars
 from beacon.report import cli as report_cli
-from beacon.revue import cli as revue_cli
+from beacon.report import revue_analysis as revue_cli
 from beacon.sandbox import cli as sandbox_cli
 from beacon.train import cli as train_cli
 

@@ -27,7 +27,7 @@ from beacon.benchmarks.synth_keys import (
     outer_cells,
     uninformative_hint_rows,
 )
-from beacon.rl.hints import leak_reasons
+from beacon.train.grpo.hints import leak_reasons
 
 FIXED_BOXES = {grid_box(r, c) for r in range(3) for c in range(3)}
 

@@ -9,7 +9,7 @@ import pytest
 
 from beacon import configs
 from beacon.data.config import DataConfig, load_data_config
-from beacon.data.scripted import MODEL_NAME, ScriptedSynthExpert, create_scripted_app
+from beacon.data.scripted_expert import MODEL_NAME, ScriptedSynthExpert, create_scripted_app
 from beacon.engines.serve import ServerHandle, run_app_in_thread
 from beacon.jsonl import write_jsonl_atomic
 

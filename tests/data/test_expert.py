@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from beacon.data.stages import RunTrajectory, expert_drop_reason
+from beacon.data.eval_stages import RunTrajectory, expert_drop_reason
 from beacon.types import ToolCall, Trajectory
 
 

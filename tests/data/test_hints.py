@@ -1,4 +1,4 @@
-"""Hint leakage: leaking hints are rejected (and retried) through `beacon.rl.hints`."""
+"""Hint leakage: leaking hints are rejected (and retried) through `beacon.train.grpo.hints`."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import json
 import pytest
 
 from beacon.benchmarks.synth import generate
-from beacon.data.hints import judge_hint, run_hints
-from beacon.data.scripted import ScriptedSynthExpert
-from beacon.data.stages import run_expert
+from beacon.data.eval_stages import run_expert
+from beacon.data.hint_writing import judge_hint, run_hints
+from beacon.data.scripted_expert import ScriptedSynthExpert
 
 from .conftest import POOL, data_config, select_all
 

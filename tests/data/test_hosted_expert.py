@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from beacon.data.hints import run_hints
-from beacon.data.scripted import MODEL_NAME, ScriptedSynthExpert
-from beacon.data.stages import run_expert
+from beacon.data.eval_stages import run_expert
+from beacon.data.hint_writing import run_hints
+from beacon.data.scripted_expert import MODEL_NAME, ScriptedSynthExpert
 from beacon.engines.scripted_server import chat_app
 from beacon.engines.serve import run_app_in_thread
 

@@ -7,7 +7,7 @@ import json
 from PIL import Image
 
 from beacon.data.config import load_data_config
-from beacon.data.stages import RunTrajectory, build_sft_set, mix_text_only
+from beacon.data.eval_stages import RunTrajectory, build_sft_set, mix_text_only
 from beacon.images import ImageStore
 from beacon.jsonl import write_jsonl_atomic
 from beacon.types import Segment, ToolCall, Trajectory

@@ -8,8 +8,8 @@ import json
 from typer.testing import CliRunner
 
 from beacon.cli import app
-from beacon.data.hints import run_hints
-from beacon.data.stages import run_difficulty, run_expert
+from beacon.data.eval_stages import run_difficulty, run_expert
+from beacon.data.hint_writing import run_hints
 from beacon.images import ImageStore
 from beacon.types import Trajectory
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 from beacon.benchmarks.synth import generate
+from beacon.data.eval_stages import run_expert
 from beacon.data.refine import apply_steps, check_rewrite
-from beacon.data.stages import run_expert
 from beacon.types import Segment, Trajectory
 
 from .conftest import POOL, data_config, select_all

@@ -12,8 +12,8 @@ import sys
 import time
 from pathlib import Path
 
-from beacon.data.hints import run_hints
-from beacon.data.stages import run_expert
+from beacon.data.eval_stages import run_expert
+from beacon.data.hint_writing import run_hints
 
 from .conftest import POOL, SHIPPED, data_config, overrides, select_all
 

@@ -6,7 +6,7 @@ import json
 import random
 from pathlib import Path
 
-from beacon.data.stages import run_trajectories
+from beacon.data.eval_stages import run_trajectories
 from beacon.eval.records import SAMPLES_FILE, TRAJECTORIES_FILE
 from beacon.types import Trajectory
 

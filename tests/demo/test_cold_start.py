@@ -10,7 +10,7 @@ import pytest
 
 from beacon.demo.config import DemoConfig, cold_start_identity
 from beacon.demo.model import demo_tokenizer
-from beacon.demo.stages import COLD_START_RECORD, shipped_cold_start
+from beacon.demo.pipeline import COLD_START_RECORD, shipped_cold_start
 
 REMAKE = "remake it with: beacon demo --export-cold-start src/beacon/demo/assets/cold_start"
 
@@ -34,7 +34,7 @@ def test_the_shipped_cold_start_loads_with_the_demo_tokenizer() -> None:
 
 def test_quick_needs_no_data_stage_and_refuses_revue() -> None:
     from beacon.demo.config import QUICK
-    from beacon.demo.stages import DemoStages
+    from beacon.demo.pipeline import DemoStages
 
     cfg = DemoConfig.model_validate({**QUICK, "out": "unused"})
     names = [stage.name for stage in DemoStages(cfg).stages()]

@@ -14,7 +14,7 @@ from beacon.agent.prompts import first_turn
 from beacon.agent.transcript import messages_text
 from beacon.benchmarks.synth_demo import generate
 from beacon.demo.expert import crop_box, crop_code
-from beacon.demo.teacher import (
+from beacon.demo.teacher_data import (
     TEACHER_DATA,
     anchor_view,
     build_teacher_set,
@@ -23,10 +23,10 @@ from beacon.demo.teacher import (
 )
 from beacon.engines.tokenizer import HFTokenizer
 from beacon.images import ImageStore
-from beacon.revue.conditioning import condition_messages, reflection_text
 from beacon.sandbox.inputs import PIL_INPUT_EXT
 from beacon.sandbox.sandbox import jailed_input_path
 from beacon.train.core.encode import encode_trajectory
+from beacon.train.opd.conditioning import condition_messages, reflection_text
 from beacon.types import Segment, Trajectory
 
 PATHS = [jailed_input_path(0, PIL_INPUT_EXT)]

@@ -6,13 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from beacon.data.stages import run_trajectories
 
 from beacon.agent.formats import THYME
 from beacon.benchmarks import get_benchmark
 from beacon.benchmarks.synth_demo import coords
 from beacon.benchmarks.synth_keys import KEYED_HINTED, generate, grid_box
-from beacon.data.scripted import create_scripted_app
-from beacon.data.stages import run_trajectories
+from beacon.data.scripted_expert import create_scripted_app
 from beacon.demo.expert import (
     KEYS_PHRASES,
     MODEL_NAME,
@@ -120,7 +120,7 @@ def test_the_episodes_fixed_text_is_phrases_once_the_keys_phrases_are_tokens(
     """With `KEYS_PHRASES` added to the demo's vocabulary, an episode's letters all sit inside
     phrase tokens: none of the new fixed text is left one token per character."""
     from beacon.demo.model import demo_tokenizer
-    from beacon.demo.stages import shipped_cold_start
+    from beacon.demo.pipeline import shipped_cold_start
     from beacon.engines.tokenizer import HFTokenizer
     from beacon.images import ImageStore
     from beacon.train.core.encode import encode_trajectory

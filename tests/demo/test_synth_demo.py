@@ -20,7 +20,7 @@ from beacon.benchmarks.synth_demo import (
     hinted,
     render_once,
 )
-from beacon.rl.hgce import check_hint
+from beacon.train.grpo.hints import check_hint
 
 BOX = re.compile(r"\((\s*\d+,){3}\s*\d+\)")
 

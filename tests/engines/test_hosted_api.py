@@ -150,8 +150,8 @@ def test_the_opd_critic_takes_critic_vllm_extensions(
     import asyncio
     import contextlib
 
-    from beacon.revue.critic import CriticRequest
     from beacon.train.opd.config import OPDConfig
+    from beacon.train.opd.critic import CriticRequest
     from beacon.train.opd.recipe import make_critic
 
     base_url, seen = hosted

@@ -246,8 +246,7 @@ def test_the_openai_engine_and_the_critic_client_send_the_key(serve, images):
     import asyncio
 
     from beacon.engines.base import GenerationRequest, SamplingParams
-    from beacon.revue.critic import CriticRequest
-    from beacon.revue.http import CriticHTTPError, HttpCritic
+    from beacon.train.opd.critic import CriticHTTPError, CriticRequest, HttpCritic
 
     base_url = serve(api_key=KEY)
     request = GenerationRequest(

@@ -53,7 +53,7 @@ CASES = {
 PROBE = """
 import ast, json, sys
 sys.path.insert(0, sys.argv[1])
-import episode
+import child as episode
 cases = json.loads(sys.stdin.read())
 print(json.dumps([sorted(episode.read_names(ast.parse(c))) for c in cases]))
 """

@@ -107,7 +107,7 @@ def test_inputs_over_the_pixel_limit_are_refused_before_decoding(tmp_path: Path)
 MAP = """
 import sys
 sys.path.insert(0, sys.argv[1])
-import episode
+import child as episode
 from PIL import Image
 image = episode.map_pixels(sys.argv[2], [int(sys.argv[3]), int(sys.argv[4])])
 episode._PILLOW_MAJOR = 12  # Pillow before 13 cannot export a mapped image: it converts

@@ -26,7 +26,7 @@ import json, os, sys
 sys.path.insert(0, sys.argv[1])
 import matplotlib.pyplot as plt
 from PIL import Image
-import episode, wire
+import child as episode, wire
 pristine = (Image.Image.show, plt.show, Image.Image.crop, Image.Image.resize, Image.Image.save,
             Image.open)
 fds = sorted(os.listdir("/proc/self/fd"))

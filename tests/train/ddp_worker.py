@@ -11,8 +11,8 @@ import sys
 
 import torch
 
-from beacon.train.core.loop import forward_backward, my_share, step_indices
 from beacon.train.core.setup import make_accelerator
+from beacon.train.core.train_loop import forward_backward, my_share, step_indices
 from beacon.train.sft import SFTConfig
 from beacon.train.sft.recipe import build_parts, make_plan
 

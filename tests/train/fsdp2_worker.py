@@ -27,16 +27,16 @@ import torch.distributed as dist
 from beacon.engines.tokenizer import HFTokenizer
 from beacon.fakes.trajectories import scripted_trajectory
 from beacon.images import ImageStore
-from beacon.revue import topk_reverse_kl, trajectory_loss
-from beacon.rl import LossConfig
-from beacon.train.core import loop
+from beacon.train.core import train_loop as loop
 from beacon.train.core.collate import PixelCache, collate
 from beacon.train.core.config import ModelConfig
 from beacon.train.core.encode import encode_trajectory
 from beacon.train.core.setup import load_model
 from beacon.train.core.weight_sync import trainer_weights
+from beacon.train.grpo.config import LossConfig
 from beacon.train.grpo.policy import StepTotals, policy_rows, policy_update
 from beacon.train.opd.score import SequenceScorer, supervised_positions
+from beacon.train.opd.topk import topk_reverse_kl, trajectory_loss
 
 ROWS = 6
 OPD_ROWS = 5  # 3 + 2 over two processes: uneven

@@ -11,7 +11,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from grpo_helpers import choice_processors
 
-from beacon.train.core import loop
+from beacon.train.core import train_loop as loop
 
 _step = loop.optimizer_step
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 import time
 
-from beacon.train.core import loop
+from beacon.train.core import train_loop as loop
 
 PAUSE_S = 0.3
 _step = loop.optimizer_step

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from beacon.train.core import checkpoint as ckpt
-from beacon.train.core.loop import step_indices
+from beacon.train.core.train_loop import step_indices
 
 
 def _complete(run: Path, step: int) -> Path:

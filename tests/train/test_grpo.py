@@ -21,12 +21,12 @@ import yaml
 
 from beacon import configs
 from beacon.config import ConfigError, load_config
-from beacon.rl import check_hint, token_logprobs
 from beacon.rollout.groups import RolloutStats
 from beacon.train.core.checkpoint import latest_checkpoint
+from beacon.train.core.encode import token_logprobs
 from beacon.train.core.metrics import read_metrics
 from beacon.train.grpo.config import GRPOConfig
-from beacon.train.grpo.hints import HintSource, read_hints, synth_region_hint
+from beacon.train.grpo.hints import HintSource, check_hint, read_hints, synth_region_hint
 from beacon.train.grpo.policy import StepTotals, hinted_old_logprobs, policy_rows, policy_update
 from beacon.train.grpo.recipe import build_parts, resolve_model, run_grpo, sync_weights
 
@@ -76,7 +76,7 @@ def _hints_file(path: Path) -> tuple[Any, Any, Any]:
     """hints.jsonl as `beacon data hints` writes it: synth item 0 accepted, item 1 refused (every
     attempt leaked), item 2 never decided (no row). Returns the three samples."""
     from beacon.benchmarks.synth import generate
-    from beacon.data.hints import HintRecord
+    from beacon.data.hint_writing import HintRecord
 
     accepted, refused, missing = (generate(0, index) for index in range(3))
     rows = [

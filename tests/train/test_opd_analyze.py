@@ -8,7 +8,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from beacon.cli import app
-from beacon.revue.cli import analyze_run
+from beacon.report.revue_analysis import analyze_run
 
 
 def write_run(run: Path) -> None:

@@ -162,7 +162,7 @@ def test_opd_teacher_over_http_equals_in_process(
     import httpx
 
     from beacon.engines.serve import run_app_in_thread
-    from beacon.train.opd.teacher import create_teacher_app
+    from beacon.train.opd.teacher_server import create_teacher_app
 
     local = settings(tiny_model_path, teacher_path, tmp_path / "local")
     local["train"]["max_steps"] = 1

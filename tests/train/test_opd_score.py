@@ -9,7 +9,6 @@ import pytest
 import torch
 from PIL import Image
 
-from beacon import revue
 from beacon.agent.config import AgentConfig
 from beacon.agent.episode import EpisodeSpec
 from beacon.agent.loop import AgentLoop
@@ -20,6 +19,7 @@ from beacon.images import ImageStore
 from beacon.train.core.collate import PixelCache, collate
 from beacon.train.core.encode import encode_trajectory
 from beacon.train.opd.score import SequenceScorer, conditioned_sequence, supervised_positions
+from beacon.train.opd.topk import reduce_logits
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +46,7 @@ def test_hidden_state_scoring_equals_full_logits(rollout) -> None:
         logits = engine.model(**batch.model_inputs()).logits[0, positions - 1]
     ids = torch.tensor(encoded.input_ids)[positions]
     scores = scorer.teacher_scores(encoded, k=8, chunk_size=3)
-    reference = revue.reduce_logits(logits, ids, 8)
+    reference = reduce_logits(logits, ids, 8)
     torch.testing.assert_close(scores.topk_logprobs, reference.topk_logprobs)
     torch.testing.assert_close(scores.sampled_logprob, reference.sampled_logprob)
     with torch.no_grad():
@@ -95,9 +95,9 @@ def test_a_placeholder_trains_nothing_but_reaches_every_language_weight(
     forward and backward, with a loss of weight 0: zero gradients, no gradient missing."""
     from types import SimpleNamespace
 
-    from beacon.revue.config import RevueConfig
     from beacon.train.core.config import ModelConfig
     from beacon.train.core.setup import load_model
+    from beacon.train.opd.config import RevueConfig
     from beacon.train.opd.step import _placeholder_loss
 
     tokenizer = rollout[3].tokenizer

@@ -21,7 +21,7 @@ from safetensors.torch import load_file
 from beacon.agent.config import AgentConfig
 from beacon.agent.loop import AgentLoop
 from beacon.benchmarks import get_benchmark
-from beacon.data.scripted import ScriptedSynthExpert
+from beacon.data.scripted_expert import ScriptedSynthExpert
 from beacon.engines.base import GenerationResult
 from beacon.engines.tokenizer import message_images
 from beacon.errors import UserError

@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from beacon.agent.formats import ANSWER_CLOSE
-from beacon.data.scripted import (
+from beacon.data.scripted_expert import (
     MODEL_NAME,
     ScriptedSynthExpert,
     create_scripted_app,

@@ -12,8 +12,7 @@ import yaml
 from beacon.cli import main
 from beacon.runfolder import check_run_folder, write_run_config
 from beacon.train.core.config import OPERATIONAL_KEYS
-from beacon.train.core.metrics import read_metrics
-from beacon.train.core.trackers import hyperparameters, scalars
+from beacon.train.core.metrics import hyperparameters, read_metrics, scalars
 from beacon.train.sft import SFTConfig, run_sft
 
 from .helpers import sft_settings

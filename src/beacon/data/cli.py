@@ -77,7 +77,7 @@ def difficulty(
     show: bool = SHOW,
 ) -> None:
     """Sample the base model K times per item; keep items it solves at most max_correct times."""
-    from beacon.data.stages import run_difficulty
+    from beacon.data.eval_stages import run_difficulty
 
     _run_stage(run_difficulty, config, set_, no_progress, show)
 
@@ -90,7 +90,7 @@ def expert(
     show: bool = SHOW,
 ) -> None:
     """The expert solves the selected items in tool mode; verified ones form the SFT set."""
-    from beacon.data.stages import run_expert
+    from beacon.data.eval_stages import run_expert
 
     _run_stage(run_expert, config, set_, no_progress, show)
 
@@ -103,7 +103,7 @@ def hints(
     show: bool = SHOW,
 ) -> None:
     """Answer-free hints from the verified expert trajectories; leaking hints are rejected."""
-    from beacon.data.hints import run_hints
+    from beacon.data.hint_writing import run_hints
 
     _run_stage(run_hints, config, set_, no_progress, show)
 
@@ -135,8 +135,8 @@ def data_stages(cfg: DataConfig, progress: bool) -> list[Stage]:
     """The data pipeline in order. Each stage writes `summary.json` in its folder last, so a
     stage is done once that is there; one killed midway resumes from its eval run or its
     hints.jsonl. A finished stage is rerun by its own command (after a change of settings)."""
-    from beacon.data.hints import run_hints
-    from beacon.data.stages import run_difficulty, run_expert
+    from beacon.data.eval_stages import run_difficulty, run_expert
+    from beacon.data.hint_writing import run_hints
     from beacon.runfolder import read_summary
     from beacon.stages import Stage
 
@@ -161,7 +161,7 @@ def scripted_expert(
     """Serve the scripted synth expert (ground truth, not a model) over the OpenAI API."""
     import uvicorn
 
-    from beacon.data.scripted import ScriptedSynthExpert, create_scripted_app
+    from beacon.data.scripted_expert import ScriptedSynthExpert, create_scripted_app
 
     app_ = create_scripted_app(ScriptedSynthExpert(seed=seed, count=count))
     uvicorn.run(app_, host=host, port=port, log_level="warning")

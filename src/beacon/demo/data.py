@@ -26,9 +26,9 @@ from beacon.benchmarks.synth_demo import (
     prerender,
     render_once,
 )
+from beacon.data.eval_stages import copy_image, image_keys, run_trajectories
 from beacon.data.records import SFT_FILE
-from beacon.data.scripted import create_scripted_app
-from beacon.data.stages import copy_image, image_keys, run_trajectories
+from beacon.data.scripted_expert import create_scripted_app
 from beacon.demo.config import DemoConfig
 from beacon.demo.expert import MODEL_NAME, ScriptedDemoExpert
 from beacon.engines.config import EngineConfig

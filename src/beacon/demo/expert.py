@@ -2,7 +2,7 @@
 
 It is not a model; it stands in for the strong model whose trajectories a cold-start SFT set is
 made of, and is served over the same OpenAI-compatible HTTP as a real expert
-(`beacon.data.scripted.create_scripted_app`), so the demo's data runs through the real agent
+(`beacon.data.scripted_expert.create_scripted_app`), so the demo's data runs through the real agent
 loop, sandbox and verifier. Items are recognised by the content hash of their first image.
 
 Its policy is the paper's tool-biased cold start, by construction:
@@ -42,7 +42,7 @@ from beacon.benchmarks.synth_keys import (
     TOLD_QUESTION,
     UNINFORMATIVE_HINT,
 )
-from beacon.data.scripted import first_image_url, message_texts
+from beacon.data.scripted_expert import first_image_url, message_texts
 from beacon.engines.scripted_server import ChatReply, decode_data_url
 from beacon.images import image_key
 from beacon.types import Sample

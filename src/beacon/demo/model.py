@@ -32,10 +32,10 @@ from beacon.engines.tiny import (
     TinyModelSpec,
     build_checkpoint,
 )
-from beacon.revue.conditioning import REFLECTION_HEADER
-from beacon.revue.scripted import GROUNDING
 from beacon.sandbox.inputs import PIL_INPUT_EXT
 from beacon.sandbox.sandbox import jailed_input_path
+from beacon.train.opd.conditioning import REFLECTION_HEADER
+from beacon.train.opd.scripted_critic import GROUNDING
 
 DEMO_MODEL_FILE = "beacon_demo.json"
 """Written last into a demo model's folder (how it was built): the folder holds a whole model."""
@@ -71,9 +71,10 @@ REFLECTION_PHRASES = [
     "\nBreak point: first broken link OTHER. Discrepancy: no final answer given",
     "\nBreak point: none; this attempt's final answer is correct.",
 ]
-"""The fixed text of the ReVuE teacher's reflections (`beacon.revue.conditioning.reflection_text`
-over the scripted critic's output, `beacon.revue.scripted`): most of a reflection-conditioned
-prompt, ~400 characters, would otherwise be one token per character."""
+"""The fixed text of the ReVuE teacher's reflections
+(`beacon.train.opd.conditioning.reflection_text` over the scripted critic's output,
+`beacon.train.opd.scripted_critic`): most of a reflection-conditioned prompt, ~400 characters,
+would otherwise be one token per character."""
 
 PHRASES = [
     THYME.system_prompt,

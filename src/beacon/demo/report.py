@@ -28,7 +28,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from beacon.demo.config import DemoConfig
-from beacon.demo.stages import OPD_VARIANTS, REFUSED, DemoStages
+from beacon.demo.pipeline import OPD_VARIANTS, REFUSED, DemoStages
 from beacon.demo.stats import (
     Interval,
     direct_answer_push,
@@ -405,8 +405,8 @@ class DemoReport:
         lines = [
             f"Teacher: `{demo_path(source, self.root) if source else '?'}` (the RL run with the "
             f"best tool-mode accuracy) after {v.teacher_steps} SFT steps on plain and "
-            "reflection-conditioned prompts (`beacon.demo.teacher`); every variant distils from "
-            f"it, {v.steps} steps of {v.items_per_step} items x {v.group_size} rollouts, "
+            "reflection-conditioned prompts (`beacon.demo.teacher_data`); every variant distils "
+            f"from it, {v.steps} steps of {v.items_per_step} items x {v.group_size} rollouts, "
             f"{self.cfg.seeds} seeds; the control distils from the student itself."
         ]
         for variant in ("vanilla", "reflection"):

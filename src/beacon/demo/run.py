@@ -35,8 +35,8 @@ TIMINGS_FILE = "timings.json"
 
 def run_demo(cfg: DemoConfig, log: Callable[[str], None]) -> Path:
     """Every stage (resuming finished work), then `report.md`; returns the report's path."""
+    from beacon.demo.pipeline import DemoStages
     from beacon.demo.report import write_report
-    from beacon.demo.stages import DemoStages
 
     cfg = _prepare(cfg)
     run_demo_stages(cfg, DemoStages(cfg).stages(), log)
@@ -48,7 +48,7 @@ def export_cold_start(cfg: DemoConfig, folder: Path, log: Callable[[str], None])
     """Run (or resume) the cold-start stages of `cfg` and copy the SFT checkpoint's model files
     into `folder` with the settings they were made with (`COLD_START_RECORD`): what
     `cold_start: shipped` starts from when `folder` is the package's assets."""
-    from beacon.demo.stages import COLD_START_RECORD, DemoStages
+    from beacon.demo.pipeline import COLD_START_RECORD, DemoStages
     from beacon.train.core.checkpoint import COMPLETE, TRAIN_STATE
 
     if cfg.cold_start != "train":
@@ -130,7 +130,7 @@ def run_job(settings: dict, job: str) -> dict[str, float]:
     """In a pool process: the unfinished stages of `job`, in order; returns each one's wall
     time by name."""
     from beacon.benchmarks.synth_demo import render_once
-    from beacon.demo.stages import DemoStages
+    from beacon.demo.pipeline import DemoStages
 
     cfg = DemoConfig.model_validate(settings)
     took: dict[str, float] = {}

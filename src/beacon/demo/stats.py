@@ -76,8 +76,9 @@ from beacon.metrics.bootstrap import (
     two_level_weights,
 )
 from beacon.metrics.records import dedupe, pair_modes
-from beacon.rl import GroupOutcomes, RLConfig
-from beacon.rl.scoring import score_groups
+from beacon.train.core.outcomes import GroupOutcomes
+from beacon.train.grpo.config import RLConfig
+from beacon.train.grpo.group_scoring import score_groups
 
 ItemKey = tuple[str, str]
 """(benchmark, sample_id) of a held-out item."""

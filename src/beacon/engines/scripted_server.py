@@ -1,9 +1,9 @@
 """One app factory for OpenAI-compatible servers that answer from a script, not a model.
 
-The scripted synth expert (`beacon.data.scripted`, also the demo's expert), the scripted critic
-(`beacon.revue.scripted`) and the test servers that play a judge or a failing endpoint all
-speak the chat-completions protocol the way vLLM and `beacon serve` do; `chat_app(reply,
-model_name)` serves its routes once, so each of them writes only its answer:
+The scripted synth expert (`beacon.data.scripted_expert`, also the demo's expert), the scripted
+critic (`beacon.train.opd.scripted_critic`) and the test servers that play a judge or a failing
+endpoint all speak the chat-completions protocol the way vLLM and `beacon serve` do;
+`chat_app(reply, model_name)` serves its routes once, so each of them writes only its answer:
 
 - ``GET /health`` (200) and ``GET /v1/models`` (one card named `model_name`);
 - ``POST /v1/chat/completions``: `reply(body)` gets the parsed JSON body and returns a `str` or

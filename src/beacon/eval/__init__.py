@@ -6,8 +6,7 @@
   it with the benchmark's verifier and appends it to the run folder; rerunning resumes.
 - `records`: the typed `SampleRecord` of samples.jsonl and the one JSONL reader (and its policy
   for a torn or corrupt line) that eval, report and resume all use.
-- `report` / `plots`: re-exports of `beacon.report.eval_runs` / `beacon.report.figures`, kept
-  for one release (the reports live in `beacon.report`).
 
-Metrics themselves are pure functions in `beacon.metrics`; this package only wires and writes.
+Metrics themselves are pure functions in `beacon.metrics`, the reports live in `beacon.report`;
+this package only wires and writes.
 """

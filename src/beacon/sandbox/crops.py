@@ -6,7 +6,7 @@ whatever expression computed its box, gets `clamp_box(box, image.size)`; the cal
 which boxes changed. A valid box is passed on unchanged, so PIL's own crops of valid boxes
 (`ImageOps.fit`, ...) are unaffected.
 
-Standard library only: this file is copied into the jail next to `episode.py`.
+Standard library only: this file is copied into the jail next to `child.py`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Input images as a session stores them: an encoded copy for `image_path`, and raw pixels.
 
-The raw RGBX pixels are what each call maps as `image` (see `episode.py`), so no process that
+The raw RGBX pixels are what each call maps as `image` (see `child.py`), so no process that
 serves other sessions ever decodes or holds them. Sizes are checked against the pixel limit
 before anything is decoded (decompression bombs).
 """

@@ -1,6 +1,6 @@
 """What a call returns besides its text: shown and saved images, and clamped crop boxes.
 
-Runs in the child next to `episode.py` (copied into the jail). `Image.show()` and `plt.show()`
+Runs in the child next to `child.py` (copied into the jail). `Image.show()` and `plt.show()`
 are patched to collect images instead of opening a viewer, `Image.crop` to clamp its box
 (`crops.clamp_box`); image paths printed to stdout or set as `processed_path` are read back.
 

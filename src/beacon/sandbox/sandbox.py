@@ -3,7 +3,7 @@
 Layout of the sandbox's root folder (bound read-write into the jail at the same path):
 
     <root>/                 0711 root      no listing: sessions cannot find each other
-      _code/                0755 root      worker.py, episode.py, outputs.py, crops.py, wire.py:
+      _code/                0755 root      worker.py, child.py, outputs.py, crops.py, wire.py:
                                            no beacon imports
       _owner                0600 root      the owning process, for removing stale roots
       <session>/            0710 root:session   only the session's own uid can enter
@@ -50,7 +50,7 @@ from beacon.types import ImageSource
 
 logger = logging.getLogger(__name__)
 
-_CODE_FILES = ("worker.py", "episode.py", "outputs.py", "crops.py", "wire.py")
+_CODE_FILES = ("worker.py", "child.py", "outputs.py", "crops.py", "wire.py")
 _JAIL_VIEW = "/mnt/data"  # see the module docstring
 _INPUTS = "images"
 _PIXELS = "pixels"

@@ -1,7 +1,7 @@
 """The pre-forked sandbox worker: runs inside the jail, forks one locked-down child per call.
 
 Started by `beacon.sandbox.pool` as `python -E -s worker.py` from the sandbox's `_code/` folder
-(copies of this file, `episode.py`, `outputs.py`, `crops.py` and `wire.py`), so it imports
+(copies of this file, `child.py`, `outputs.py`, `crops.py` and `wire.py`), so it imports
 nothing from `beacon`. It speaks the wire format on the descriptors it was started with:
 requests on stdin, replies on stdout, and, on the two descriptors named by its arguments, the
 trusted side's "end" messages for closed sessions, answered once their savers are killed
@@ -58,7 +58,7 @@ import traceback
 from dataclasses import dataclass
 from typing import Any
 
-import episode
+import child as episode  # the call's half of the child (child.py)
 import numpy as np
 import wire
 

@@ -273,7 +273,7 @@ def serve_teacher_command(
     import uvicorn
 
     from beacon.engines.serve_guard import exposure_warning
-    from beacon.train.opd.teacher import create_teacher_app
+    from beacon.train.opd.teacher_server import create_teacher_app
 
     warning = exposure_warning(host, api_key)
     if warning is not None:

@@ -197,6 +197,19 @@ def collate(
     )
 
 
+@dataclass(frozen=True)
+class Collator:
+    """`collate` with one model's constants bound: what a trainer hands its policy update, which
+    calls it once per micro-batch."""
+
+    pad_token_id: int
+    image_token_id: int | None
+    pixels: PixelCache | None
+
+    def __call__(self, rows: Sequence[EncodedTrajectory]) -> ModelBatch:
+        return collate(rows, self.pad_token_id, self.image_token_id, self.pixels)
+
+
 def plan_buckets(
     lengths: Sequence[int], max_tokens: int, microbatch_cost: int = 0
 ) -> list[list[int]]:

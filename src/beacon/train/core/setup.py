@@ -16,8 +16,8 @@ from typing import Any, Protocol
 
 from beacon.runfolder import check_run_folder, write_run_config
 from beacon.train.core.config import OPERATIONAL_KEYS, LoraConfig, ModelConfig, TrainConfig
-from beacon.train.core.loop import LoopParts
-from beacon.train.core.trackers import check_trackers, start_trackers, tracker_dir
+from beacon.train.core.metrics import check_trackers, start_trackers, tracker_dir
+from beacon.train.core.train_loop import LoopParts
 
 logger = logging.getLogger(__name__)
 

@@ -40,24 +40,17 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from beacon.jsonl import JsonlWriter
-from beacon.rl import (
-    GroupOutcomes,
-    check_hint,
-    group_health,
-    group_outcomes,
-    item_label,
-    needs_hint,
-    score_groups,
-)
 from beacon.rollout import Group, Rollouts, RolloutStats
-from beacon.train.core import loop
+from beacon.train.core import train_loop as loop
 from beacon.train.core.checkpoint import TrainState
+from beacon.train.core.health import group_health
+from beacon.train.core.outcomes import GroupOutcomes, group_outcomes, item_label
 from beacon.train.core.setup import build_policy, open_run
 from beacon.train.core.weight_sync import WeightSync, rollout_engine
 from beacon.train.grpo.config import GRPOConfig
-from beacon.train.grpo.hints import HintSource
+from beacon.train.grpo.group_scoring import score_groups
+from beacon.train.grpo.hints import HintSource, check_hint, needs_hint
 from beacon.train.grpo.policy import (
-    Collate,
     StepTotals,
     hinted_old_logprobs,
     policy_rows,
@@ -67,7 +60,9 @@ from beacon.train.grpo.policy import (
 from beacon.types import Sample
 
 if TYPE_CHECKING:
+    from beacon.engines.base import ChatTokenizer, Engine
     from beacon.engines.hf import LogitsProcessorFactory
+    from beacon.train.core.collate import Collator
 
 logger = logging.getLogger(__name__)
 
@@ -80,13 +75,13 @@ class GRPOParts:
     """What a step needs: the policy, the rollout side, and the RL set."""
 
     policy: loop.LoopParts
-    engine: Any
+    engine: Engine
     weight_sync: WeightSync
     rollouts: Rollouts
     hints: HintSource
     samples: list[Sample]
-    tokenizer: Any
-    collate: Collate
+    tokenizer: ChatTokenizer
+    collate: Collator
     run_dir: Path
 
 
@@ -106,7 +101,7 @@ def sync_weights(parts: GRPOParts) -> None:
 
 
 def outcomes(group: Group) -> GroupOutcomes:
-    """The group's record for `beacon.rl` (the item's difficulty label when it has one)."""
+    """The group's record for `beacon.train.grpo` (the item's difficulty label when it has one)."""
     return group_outcomes(group.trajectories, group.correct, item_label(group.sample.metadata))
 
 
@@ -247,7 +242,7 @@ def build_parts(
     from beacon.benchmarks import get_benchmark
     from beacon.images import ImageStore
     from beacon.sandbox import Sandbox
-    from beacon.train.core.collate import PixelCache, collate, rollout_check
+    from beacon.train.core.collate import Collator, PixelCache, rollout_check
 
     bench = get_benchmark(cfg.rollout.benchmark)
     samples = list(
@@ -284,9 +279,7 @@ def build_parts(
         hints=HintSource(cfg.rollout.hints, cfg.rollout.synth_region_hints),
         samples=samples,
         tokenizer=tokenizer,
-        collate=lambda rows: collate(
-            rows, tokenizer.pad_token_id, tokenizer.image_token_id, pixels
-        ),
+        collate=Collator(tokenizer.pad_token_id, tokenizer.image_token_id, pixels),
         run_dir=run_dir,
     )
 

@@ -5,6 +5,9 @@ Defaults are the paper's where it gives one (M = 8, code at temperature 0.0, tex
 top-p 0.9, top-k 50; the `revue:` section holds K, alpha, lambda and the critic limits).
 `train.global_batch_size` is not used: a step is `rollout.items_per_step` items x
 `rollout.group_size` trajectories.
+The `revue:` section (`RevueConfig`) holds ReVuE's own settings, the paper's defaults
+(Appendix A.7): K = 32 teacher candidates, alpha = 0.2, lambda = 0.5, critic at temperature 0
+with a 2048-token output cap and at most 8 tool images per group.
 """
 
 from __future__ import annotations
@@ -14,9 +17,8 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from beacon.agent.config import AgentConfig
-from beacon.config import StrictModel, env_var_name
+from beacon.config import StrictModel, env_var_name, raise_problems
 from beacon.engines.base import VllmExtensions
-from beacon.revue.config import RevueConfig
 from beacon.sandbox.config import SandboxConfig
 from beacon.train.core.config import (
     OPERATIONAL_KEYS,
@@ -25,6 +27,63 @@ from beacon.train.core.config import (
     ServedRolloutConfig,
     TrainConfig,
 )
+
+ALPHA_SWEEP = (0.05, 0.1, 0.2, 0.5, 1.0)
+"""The high-impact fractions of the paper's alpha sweep (Table 4); 1.0 makes Low empty, which
+falls back to uniform averaging (Eq. 11, b_i = 0)."""
+
+
+class RevueConfig(StrictModel):
+    """Support size, grouping, weighting variant and critic limits."""
+
+    k_support: int = Field(
+        32, description="K: teacher top-K candidates the reverse KL is renormalised over (Eq. 8)"
+    )
+    alpha: float = Field(
+        0.2, description="alpha: share of supervised positions in the High group, ceil(alpha|T|)"
+    )
+    lam: float = Field(
+        0.5, description="lambda: total loss weight of the High group; Low gets 1 - lambda (Eq. 9)"
+    )
+    weighting: str = Field(
+        "revue", description="weight function: revue, uniform, random_select, mask_top, ..."
+    )
+    chunk_size: int = Field(
+        128, description="positions per block when reducing teacher logits (block x V floats)"
+    )
+    critic_max_tool_images: int = Field(8, description="tool images shown to the critic per group")
+    critic_max_tokens: int = Field(2048, description="critic output cap")
+    critic_retries: int = Field(
+        2, description="extra critic attempts after a failed or unparsable reply"
+    )
+    critic_timeout_s: float = Field(120.0, description="one critic attempt's time limit")
+
+    @model_validator(mode="after")
+    def _check(self) -> RevueConfig:
+        raise_problems(self.validate())
+        return self
+
+    def validate(self) -> list[str]:  # type: ignore[override]  # BaseModel.validate is deprecated
+        """Cross-field problems, reported with every other config problem at once."""
+        from beacon.train.opd.impact_weights import WEIGHTINGS
+
+        problems = []
+        if self.k_support < 1:
+            problems.append(f"k_support: must be >= 1, got {self.k_support}")
+        if not 0 < self.alpha <= 1:
+            problems.append(f"alpha: must be in (0, 1], got {self.alpha}")
+        if not 0 < self.lam < 1:
+            problems.append(f"lam: must be in (0, 1), got {self.lam}")
+        if self.weighting not in WEIGHTINGS:
+            problems.append(
+                f"weighting: unknown {self.weighting!r}; choose one of {sorted(WEIGHTINGS)}"
+            )
+        for name in ("chunk_size", "critic_max_tokens"):
+            if getattr(self, name) < 1:
+                problems.append(f"{name}: must be >= 1, got {getattr(self, name)}")
+        if self.critic_max_tool_images < 0 or self.critic_retries < 0:
+            problems.append("critic_max_tool_images and critic_retries must be >= 0")
+        return problems
 
 
 def _student_agent() -> AgentConfig:
@@ -117,8 +176,8 @@ class CriticConfig(StrictModel):
     kind: Literal["http", "scripted"] = Field(
         "http",
         description="http: the endpoint at base_url; scripted: the scripted synth critic "
-        "(beacon.revue.scripted, answers from ground truth, synth items only) served on a local "
-        "port for the run, for offline runs and tests.",
+        "(beacon.train.opd.scripted_critic, answers from ground truth, synth items only) served "
+        "on a local port for the run, for offline runs and tests.",
     )
     base_url: str | None = Field(
         None, description="OpenAI-compatible base URL ending in /v1 (kind: http)."

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from beacon.engines.registry import key_from_env
 from beacon.rollout import Rollouts
-from beacon.train.core import loop
+from beacon.train.core import train_loop as loop
 from beacon.train.core.checkpoint import TrainState
 from beacon.train.core.setup import build_policy, open_run
 from beacon.train.core.weight_sync import rollout_engine
@@ -49,7 +49,7 @@ logger = logging.getLogger(__name__)
 
 def make_teacher(cfg: OPDConfig, device: Any, tokenizer: Any, pixels: Any, store: Any) -> Any:
     """In-process `SequenceScorer`, or `RemoteTeacher` when teacher.base_url is set."""
-    from beacon.train.opd.teacher import RemoteTeacher, load_teacher_model
+    from beacon.train.opd.teacher_server import RemoteTeacher, load_teacher_model
 
     if cfg.teacher.base_url is not None:
         key = key_from_env(cfg.teacher.api_key_env, required_by="teacher.api_key_env")
@@ -73,7 +73,7 @@ def check_vocab(student_tok: Any, teacher_path: str) -> None:
 def make_critic(cfg: OPDConfig, samples: list, stack: contextlib.ExitStack) -> Any:
     """The critic `send`: an HTTP client to critic.base_url, or (critic.kind: scripted) to the
     scripted synth critic served on a local port for the run."""
-    from beacon.revue.http import HttpCritic
+    from beacon.train.opd.critic import HttpCritic
 
     if cfg.critic.kind == "http":
         if cfg.critic.base_url is None:  # OPDConfig refuses this for a reflection teacher
@@ -81,7 +81,7 @@ def make_critic(cfg: OPDConfig, samples: list, stack: contextlib.ExitStack) -> A
         key = key_from_env(cfg.critic.api_key_env, required_by="critic.api_key_env")
         return HttpCritic(cfg.critic.base_url, cfg.critic.model, key, cfg.critic.vllm_extensions)
     from beacon.engines.serve import run_app_in_thread
-    from beacon.revue.scripted import ScriptedCritic, create_app
+    from beacon.train.opd.scripted_critic import ScriptedCritic, create_app
 
     handle = run_app_in_thread(create_app(ScriptedCritic(samples)))
     stack.callback(handle.stop)

@@ -27,10 +27,22 @@ place: FSDP2 keeps the root's parameters (embeddings, final norm, `lm_head`) gat
 root's forward to its backward, ZeRO-3 gathers `lm_head`'s in that module's own pre-forward hook,
 and DDP sees the loss come out of its wrapper's forward, as SFT's and GRPO's do. Calling the inner
 model or the projection's weight outside the root forward would read shards under both.
+
+Health: OPD's health numbers (docs/train.md, "Guard rails"): per trajectory, sums over its
+supervised tokens; per step, their means.
+
+    health/sampler_logprob_gap   mean |log π_sampler(y_t) − log π_student(y_t)|
+    health/entropy               mean entropy of the student's next-token distribution
+    health/teacher_student_gap   mean log π_student(y_t) − log q^0(y_t), the base teacher
+
+The teacher-student gap is the k1 estimate of the reverse KL(π ‖ q^0) on the student's own
+samples, over the full vocabulary (the loss sees only the teacher's top-K support): it falls as
+the student learns the teacher, and a rise means the student drifts away from it.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import threading
 from collections.abc import Callable, Sequence
@@ -44,17 +56,11 @@ from torch import Tensor
 from beacon.agent.formats import get_format
 from beacon.agent.prompts import first_turn
 from beacon.images import load_image
-from beacon.revue import (
-    AlignmentCheck,
-    TeacherScores,
-    check_alignment,
-    condition_messages,
-    support_logits,
-    teacher_topk,
-)
-from beacon.rl import chunked_logprob_entropy
 from beacon.train.core.collate import PixelCache, collate
-from beacon.train.core.encode import EncodedTrajectory
+from beacon.train.core.encode import EncodedTrajectory, training_sequence
+from beacon.train.core.health import TokenHealth, chunked_logprob_entropy, logprob_gap_sum
+from beacon.train.opd.conditioning import AlignmentCheck, check_alignment, condition_messages
+from beacon.train.opd.topk import TeacherScores, support_logits, teacher_topk
 from beacon.types import Sample, Trajectory
 
 _IMAGE_PATH = re.compile(r'### User Image Path: "([^"]*)"')
@@ -218,3 +224,31 @@ def _reencoded(
         images = [load_key(key) for key in segment.images]
         ids.extend(tokenizer.encode(segment.text, images))
     return ids
+
+
+def trajectory_health(
+    traj: Trajectory, encoded: EncodedTrajectory, student: StudentScores, base: TeacherScores
+) -> list[float]:
+    """Sums over the supervised tokens: |sampler − student| log-prob, entropy, and student −
+    base-teacher log-prob (the teacher-student gap), with their token counts (`TokenHealth`
+    order, then the gap's two)."""
+    positions = supervised_positions(encoded)
+    logp = student.sampled_logprob.cpu()
+    sampler = training_sequence(traj).sampler_logprobs
+    sampled = torch.full_like(logp, float("nan"))
+    if sampler is not None:
+        sampled = torch.tensor(sampler, dtype=logp.dtype)[positions]
+    on = torch.ones_like(logp, dtype=torch.bool)
+    gap, gap_tokens = logprob_gap_sum(logp, sampled, on)
+    teacher = base.sampled_logprob.to(logp)
+    health = TokenHealth(gap, gap_tokens, float(student.entropy.sum()), len(logp))
+    return [*health.as_list(), float((logp - teacher).sum()), len(logp)]
+
+
+def health_metrics(records: list[dict[str, Any]]) -> dict[str, float]:
+    """`health/sampler_logprob_gap`, `health/entropy` and `health/teacher_student_gap` (mean
+    over supervised tokens of log π_student − log q^0_teacher of the sampled token) of the
+    step's trajectories."""
+    sums = [sum(r["health"][k] for r in records) for k in range(6)]
+    gap = sums[4] / sums[5] if sums[5] else math.nan
+    return {**TokenHealth.from_list(sums[:4]).as_metrics(), "health/teacher_student_gap": gap}

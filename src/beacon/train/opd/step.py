@@ -1,7 +1,7 @@
 """One OPD step (Algorithm 1): rollouts -> verdicts -> states -> critic (background) -> base
 teacher -> assemble -> conditioned teacher -> target, weights, loss -> backward.
 
-Every formula is a `beacon.revue` component; this module orders the work and counts what fell
+Every formula is a `beacon.train.opd` component; this module orders the work and counts what fell
 back. Rollouts come from `beacon.rollout.Rollouts`, as GRPO's do, so the labels c_i are the
 benchmark's verdicts (docs/revue.md, "Correctness labels"). Critic requests are submitted
 before the base teacher runs, so their latency overlaps its scoring. Each trajectory's loss is
@@ -28,36 +28,44 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from beacon.jsonl import JsonlWriter
-from beacon.revue import (
-    WEIGHTINGS,
-    AdoptedTarget,
+from beacon.rollout import Group, Rollouts, episode_seed
+from beacon.runfolder import REVUE_LOG
+from beacon.train.core import train_loop as loop
+from beacon.train.core.checkpoint import TrainState
+from beacon.train.core.encode import EncodedTrajectory, encode_trajectory
+from beacon.train.core.health import group_health
+from beacon.train.core.outcomes import group_outcomes, item_label
+from beacon.train.core.weight_sync import WeightSync
+from beacon.train.opd.assemble import (
     Assembly,
-    TeacherScores,
-    adopted_target,
-    batch_loss,
-    build_critic_request,
     check_and_assemble,
     coverage_counts,
     impact_sparsity,
-    observed_states,
-    reflection_text,
     slot_statuses,
-    topk_reverse_kl,
-    trajectory_loss,
 )
-from beacon.rl import group_health, group_outcomes, item_label
-from beacon.rollout import Group, Rollouts, episode_seed
-from beacon.runfolder import REVUE_LOG
-from beacon.train.core import loop
-from beacon.train.core.checkpoint import TrainState
-from beacon.train.core.encode import EncodedTrajectory, encode_trajectory
-from beacon.train.core.weight_sync import WeightSync
-from beacon.train.opd.health import health_metrics, trajectory_health
-from beacon.train.opd.score import SequenceScorer, conditioned_sequence, supervised_positions
+from beacon.train.opd.conditioning import reflection_text
+from beacon.train.opd.critic import build_critic_request
+from beacon.train.opd.impact_weights import WEIGHTINGS, AdoptedTarget, adopted_target
+from beacon.train.opd.score import (
+    SequenceScorer,
+    conditioned_sequence,
+    health_metrics,
+    supervised_positions,
+    trajectory_health,
+)
+from beacon.train.opd.states import observed_states
+from beacon.train.opd.topk import TeacherScores, batch_loss, topk_reverse_kl, trajectory_loss
 from beacon.types import Sample
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
+    from beacon.engines.tokenizer import HFTokenizer
+    from beacon.images import ImageStore
     from beacon.train.opd.config import OPDConfig
+    from beacon.train.opd.critic import CriticReply, CriticRunner
+    from beacon.train.opd.states import ObservedStates
+    from beacon.train.opd.teacher_server import RemoteTeacher
 
 logger = logging.getLogger(__name__)
 
@@ -74,11 +82,11 @@ class OPDParts:
     policy: loop.LoopParts
     samples: list[Sample]
     rollouts: Rollouts
-    store: Any  # beacon.images.ImageStore
-    tokenizer: Any
+    store: ImageStore
+    tokenizer: HFTokenizer
     student: SequenceScorer
-    teacher: Any  # SequenceScorer, or opd.teacher.RemoteTeacher
-    critic: Any  # opd.critic.CriticRunner | None
+    teacher: SequenceScorer | RemoteTeacher
+    critic: CriticRunner | None
     run_dir: Path
     weight_sync: WeightSync
 
@@ -91,8 +99,8 @@ class Distilled:
     slot: int
     encoded: list[EncodedTrajectory]
     assembly: Assembly | None = None
-    future: Any = None  # Future[CriticReply]
-    states: Any = None  # ObservedStates
+    future: Future[CriticReply] | None = None
+    states: ObservedStates | None = None
     shown: frozenset[str] = frozenset()
     critic_attempts: int = 0
     aligned: list[bool] = field(default_factory=list)

@@ -34,7 +34,7 @@ class RFTTeacherConfig(StrictModel):
 
 
 class RFTFilterConfig(StrictModel):
-    """Which teacher episodes are training data (`beacon.data.stages.expert_drop_reason`)."""
+    """Which teacher episodes are training data (`beacon.data.eval_stages.expert_drop_reason`)."""
 
     require_tool: bool = Field(
         False,

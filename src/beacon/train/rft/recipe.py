@@ -33,8 +33,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from beacon.data.eval_stages import expert_drop_reason, run_trajectories, tag
 from beacon.data.records import StageSummary
-from beacon.data.stages import expert_drop_reason, run_trajectories, tag
 from beacon.engines.config import EngineConfig
 from beacon.engines.registry import check_model
 from beacon.errors import UserError

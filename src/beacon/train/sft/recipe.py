@@ -17,7 +17,7 @@ from typing import Any
 
 from beacon.jsonl import read_jsonl, write_atomic
 from beacon.rollout import check_trajectory
-from beacon.train.core import loop
+from beacon.train.core import train_loop as loop
 from beacon.train.core.checkpoint import TrainState
 from beacon.train.core.collate import ModelBatch, PixelCache, collate, plan_buckets, plan_padded
 from beacon.train.core.encode import EncodedTrajectory, check_image_tokens, encode_trajectory

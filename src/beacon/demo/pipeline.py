@@ -1,0 +1,508 @@
+"""The stages of `beacon demo`, each a real Beacon code path, each resumable on its own.
+
+Order (folders under the demo's `out`):
+
+1. `model/`: the demo model, random init (`beacon.demo.model`).
+2. `expert-tool/`, `expert-text/`, `sft/`: the cold-start SFT set (`beacon.demo.data`).
+3. `sft-run/`: `run_sft` on it: the tool-biased cold start.
+4. `rl/ARM-sSEED/`: `run_grpo` from the SFT checkpoint, one run per RL arm and seed.
+5. `teacher-sft/`: the best RL run learns to read reflections (`beacon.demo.teacher_data`).
+6. `student-sft/`, `opd/VARIANT/`: a fresh student (other init seed, a short SFT), distilled from
+   that teacher by each of `OPD_VARIANTS` (`run_opd`, scripted critic).
+7. `eval/NAME/`: `run_eval` of every trained model on the held-out items, tool and notool mode.
+8. `report.md` (`beacon.demo.report`).
+
+With `cold_start: shipped` (`--quick`), stages 1-3 are replaced by the cold-start checkpoint
+shipped in the package (`shipped_cold_start`), made by a full demo's stage 3 (`beacon demo
+--export-cold-start`); stages 5-6 need stage 2's data and do not run.
+
+Resuming: a finished stage (final checkpoint, or eval summary, present) is skipped and keeps
+its recorded time; an unfinished training stage resumes from its newest checkpoint and an
+unfinished eval from its records. So rerunning `beacon demo` after a `kill -9` loses at most one
+checkpoint interval of one stage.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+from beacon.agent.config import AgentConfig
+from beacon.benchmarks.synth_demo import SynthDemo
+from beacon.data.records import SFT_FILE
+from beacon.demo.config import DemoConfig
+from beacon.demo.data import TRAIN_BENCH, build_sft_data, expert_agent
+from beacon.demo.model import DEMO_MODEL_FILE, make_demo_model
+from beacon.demo.teacher_data import TEACHER_DATA, build_teacher_set
+from beacon.jsonl import write_atomic
+from beacon.runfolder import has_run, read_summary
+from beacon.stages import Stage
+from beacon.train.core.checkpoint import COMPLETE
+
+logger = logging.getLogger(__name__)
+
+RL_ARMS = {
+    "accuracy": ("binary", False),
+    "naar": ("naar", False),
+    "hgce": ("binary", True),
+    "naar_hgce": ("naar", True),
+}
+"""Arm name -> (rl.reward, rl.hgce.enabled): the paper's ablation table in miniature."""
+
+OPD_VARIANTS = {
+    "vanilla": ("base", "uniform"),
+    "reflection": ("reflection", "uniform"),
+    "revue": ("reflection", "revue"),
+    "control": ("base", "uniform"),
+}
+"""OPD variant -> (teacher.context, revue.weighting) (docs/train.md, "OPD"): vanilla OPD, the
+paper's "reflection without reweighting" ablation, ReVuE, and the control: vanilla OPD with the
+student as its own teacher, a run without learning signal that must leave the student where it
+was. The middle two separate what the reflection-conditioned teacher does from what the token
+weights do."""
+CONTROL = "control"
+REFUSED = "refused.txt"
+"""In an OPD run folder: the teacher check's refusal, which ends that run (the report says why)."""
+
+RL_BENCH = "synth_demo_rl"
+"""RL items: large, tiny, large, search (`beacon.benchmarks.synth_demo.RL_MIX`)."""
+EVAL_SEED = 2
+RL_SEED = 11
+STUDENT_INIT_SEED = 1
+COLD_START_DIR = "cold_start"
+COLD_START_RECORD = "cold_start.json"
+"""In a shipped cold start: the settings it was made with (`config.cold_start_identity`)."""
+
+
+def shipped_cold_start() -> Path:
+    """The cold-start checkpoint shipped in the package (`src/beacon/demo/assets/cold_start`)."""
+    from importlib.resources import files
+
+    return Path(str(files("beacon.demo") / "assets" / COLD_START_DIR))
+
+
+def final_checkpoint(run_dir: Path, steps: int) -> Path:
+    return run_dir / f"checkpoint-{steps}"
+
+
+def is_complete(run_dir: Path, steps: int) -> bool:
+    return (final_checkpoint(run_dir, steps) / COMPLETE).exists()
+
+
+def _train_config(cfg: DemoConfig, out: Path, seed: int, steps: int, lr: float, **extra) -> dict:
+    settings = {
+        "output_dir": str(out),
+        "seed": seed,
+        "max_steps": steps,
+        "lr": lr,
+        "max_grad_norm": 1.0,
+        "save_every": max(1, steps // 4),
+        "keep_last": 1,
+        "log_every": 1,
+        "progress_bar": cfg.progress,
+    }
+    return {**settings, **extra}
+
+
+def greedy_agent() -> AgentConfig:
+    """The held-out evaluation's agent: greedy, one crop at most, the expert's limits."""
+    return expert_agent()
+
+
+def sampling_agent() -> AgentConfig:
+    """RL rollouts: temperature 1 for every token (the feasibility study's setting)."""
+    agent = expert_agent()
+    return agent.model_copy(update={"temperature": 1.0, "max_total_new_tokens": 96})
+
+
+def opd_agent() -> AgentConfig:
+    """OPD rollouts as the ReVuE paper samples them: text at temperature 1 with top-p 0.9 and
+    top-k 50, code at temperature 0."""
+    return sampling_agent().model_copy(update={"code_temperature": 0.0, "top_p": 0.9, "top_k": 50})
+
+
+class DemoStages:
+    """Paths and stage functions of one demo folder."""
+
+    def __init__(self, cfg: DemoConfig) -> None:
+        self.cfg = cfg
+        self.root = Path(cfg.out)
+        self.model_dir = self.root / "model"
+        self.sft_dir = self.root / "sft-run"
+        self.student_dir = self.root / "student-sft"
+        self.teacher_dir = self.root / "teacher-sft"
+
+    # -- paths ---------------------------------------------------------------------------------
+    def sft_model(self) -> Path:
+        if self.cfg.cold_start == "shipped":
+            return shipped_cold_start()
+        return final_checkpoint(self.sft_dir, self.cfg.sft.steps)
+
+    def rl_dir(self, arm: str, seed: int) -> Path:
+        return self.root / "rl" / f"{arm}-s{seed}"
+
+    def rl_model(self, arm: str, seed: int) -> Path:
+        return final_checkpoint(self.rl_dir(arm, seed), self.cfg.rl.steps)
+
+    def teacher_model(self) -> Path:
+        return final_checkpoint(self.teacher_dir, self.cfg.revue.teacher_steps)
+
+    def student_model(self) -> Path:
+        return final_checkpoint(self.student_dir, self.cfg.revue.student_sft_steps)
+
+    def opd_dir(self, variant: str, seed: int) -> Path:
+        return self.root / "opd" / f"{variant}-s{seed}"
+
+    def opd_model(self, variant: str, seed: int) -> Path:
+        return final_checkpoint(self.opd_dir(variant, seed), self.cfg.revue.steps)
+
+    def opd_done(self, variant: str, seed: int) -> bool:
+        run = self.opd_dir(variant, seed)
+        return is_complete(run, self.cfg.revue.steps) or (run / REFUSED).exists()
+
+    def opd_runs(self) -> list[tuple[str, int]]:
+        """Seed-major, as the RL runs."""
+        return [(variant, seed) for seed in range(self.cfg.seeds) for variant in OPD_VARIANTS]
+
+    def eval_dir(self, name: str) -> Path:
+        return self.root / "eval" / name
+
+    def rl_runs(self) -> list[tuple[str, int]]:
+        """Seed-major: every arm of seed 0 first, so a stopped demo still has a full comparison."""
+        return [(arm, seed) for seed in range(self.cfg.seeds) for arm in self.cfg.rl.arms]
+
+    # -- stages --------------------------------------------------------------------------------
+    def stages(self) -> list[Stage]:
+        """Every stage in order; names are what progress lines print."""
+        c = self.cfg
+        out = [] if c.cold_start == "shipped" else self.cold_start_stages()
+        out.append(self.eval_stage("evaluate the SFT model", "sft", self.sft_model))
+        for arm, seed in self.rl_runs():
+            name = f"{arm}-s{seed}"
+            out.append(
+                Stage(
+                    f"GRPO {name}",
+                    lambda a=arm, s=seed: self.grpo(a, s),
+                    lambda a=arm, s=seed: is_complete(self.rl_dir(a, s), c.rl.steps),
+                    job=f"GRPO {name}",
+                )
+            )
+            out.append(
+                self.eval_stage(
+                    f"evaluate {name}",
+                    name,
+                    lambda a=arm, s=seed: self.rl_model(a, s),
+                    job=f"GRPO {name}",
+                )
+            )
+        if any(RL_ARMS[arm][1] for arm in c.rl.arms) and "accuracy" in c.rl.arms:
+            out.append(Stage("hint reliance of HGCE", self.hint_reliance, self.hint_reliance_done))
+        if c.revue.enabled:
+            out.append(
+                Stage(
+                    "teacher learns to read reflections (SFT)",
+                    self.teacher_sft,
+                    lambda: is_complete(self.teacher_dir, c.revue.teacher_steps),
+                )
+            )
+            out.append(self.eval_stage("evaluate the teacher", "teacher", self.teacher_model))
+            out.append(
+                Stage(
+                    "student cold start (SFT)",
+                    self.student_sft,
+                    lambda: is_complete(self.student_dir, c.revue.student_sft_steps),
+                )
+            )
+            out.append(self.eval_stage("evaluate the student", "student", self.student_model))
+            for variant, seed in self.opd_runs():
+                out += self.opd_stages(variant, seed)
+        return out
+
+    def opd_stages(self, variant: str, seed: int) -> list[Stage]:
+        """One OPD run and its evaluation (none when the teacher check refused the run)."""
+        name = f"{variant}-s{seed}"
+        refused = self.opd_dir(variant, seed) / REFUSED
+        return [
+            Stage(
+                f"OPD {name}",
+                lambda: self.opd(variant, seed),
+                lambda: self.opd_done(variant, seed),
+                job=f"OPD {name}",
+            ),
+            Stage(
+                f"evaluate OPD {name}",
+                lambda: (
+                    None
+                    if refused.exists()
+                    else self.evaluate(f"opd-{name}", self.opd_model(variant, seed))
+                ),
+                lambda: refused.exists() or bool(read_summary(self.eval_dir(f"opd-{name}"))),
+                job=f"OPD {name}",
+            ),
+        ]
+
+    def cold_start_stages(self) -> list[Stage]:
+        """Stages 1-3: the model, the expert data, the cold-start SFT."""
+        steps = self.cfg.sft.steps
+        return [
+            Stage("build the demo model", self.build_model, self.model_dir_done),
+            Stage("scripted expert -> SFT data", self.build_data, self.data_done),
+            Stage(
+                "cold-start SFT",
+                lambda: self.sft(self.sft_dir, self.model_dir, steps),
+                lambda: is_complete(self.sft_dir, steps),
+            ),
+        ]
+
+    def eval_stage(
+        self,
+        title: str,
+        name: str,
+        model: Callable[[], Path],
+        job: str | None = None,
+    ) -> Stage:
+        return Stage(
+            title,
+            lambda: self.evaluate(name, model()),
+            lambda: bool(read_summary(self.eval_dir(name))),
+            job,
+        )
+
+    def hint_reliance_done(self) -> bool:
+        return all(
+            read_summary(self.eval_dir(f"rescued-{arm}-s{seed}-by-{owner}"))
+            for arm, seed in self.rl_runs()
+            if self.rescued(arm, seed)
+            for owner in (arm, "accuracy")
+        )
+
+    def model_dir_done(self) -> bool:
+        return (self.model_dir / DEMO_MODEL_FILE).exists()
+
+    def data_done(self) -> bool:
+        return bool(read_summary(self.root / "sft"))
+
+    def build_model(self) -> None:
+        if not self.model_dir_done():
+            make_demo_model(self.model_dir, seed=0)
+
+    def build_data(self) -> None:
+        if not self.data_done():
+            build_sft_data(self.cfg, self.root, self.cfg.progress)
+
+    def sft(
+        self,
+        run_dir: Path,
+        model: Path,
+        steps: int,
+        data: str = "sft",
+        lr: float | None = None,
+        warmup_steps: int | None = None,
+    ) -> None:
+        """SFT of `model` on `data`'s trajectories (images always in `sft/images`)."""
+        from beacon.train.sft import SFTConfig, run_sft
+
+        if is_complete(run_dir, steps):
+            return
+        s = self.cfg.sft
+        sft_data = self.root / "sft"
+        warmup = s.warmup_steps if warmup_steps is None else warmup_steps
+        train = _train_config(
+            self.cfg,
+            run_dir,
+            seed=0,
+            steps=steps,
+            lr=s.lr if lr is None else lr,
+            global_batch_size=s.batch_size,
+            warmup_steps=min(warmup, steps - 1),
+            weight_decay=0.01,
+            betas=(0.9, 0.98),
+            log_every=max(1, steps // 100),
+        )
+        cfg = SFTConfig.model_validate(
+            {
+                "model": {"path": str(model)},
+                "data": {
+                    "train": [str(self.root / data / SFT_FILE)],
+                    "images": str(sft_data / "images"),
+                    "max_length": 1024,
+                },
+                "train": train,
+            }
+        )
+        run_sft(cfg, resume=has_run(run_dir))
+
+    def student_sft(self) -> None:
+        student_init = self.root / "student-init"
+        if not (student_init / DEMO_MODEL_FILE).exists():
+            make_demo_model(student_init, seed=STUDENT_INIT_SEED)
+        self.sft(self.student_dir, student_init, self.cfg.revue.student_sft_steps)
+
+    def grpo(self, arm: str, seed: int) -> None:
+        from beacon.train.grpo import GRPOConfig, run_grpo
+
+        run_dir = self.rl_dir(arm, seed)
+        r = self.cfg.rl
+        if is_complete(run_dir, r.steps):
+            return
+        reward, hgce = RL_ARMS[arm]
+        rollouts = r.prompts_per_step * r.group_size
+        cfg = GRPOConfig.model_validate(
+            {
+                "model": {"path": str(self.sft_model())},
+                "train": _train_config(
+                    self.cfg, run_dir, seed, r.steps, r.lr, min_lr_ratio=1.0, betas=(0.9, 0.99)
+                ),
+                "rollout": {
+                    "benchmark": RL_BENCH,
+                    "limit": r.items,
+                    "data_seed": RL_SEED,
+                    "prompts_per_step": r.prompts_per_step,
+                    "group_size": r.group_size,
+                    "concurrency": rollouts,
+                    "engine_batch_size": rollouts,
+                },
+                "agent": sampling_agent().model_dump(),
+                "rl": {"reward": reward, "hgce": {"enabled": hgce}},
+            }
+        )
+        run_grpo(cfg, resume=has_run(run_dir))
+
+    def teacher_sft(self) -> None:
+        """The teacher learns the reflection-conditioned prompts it will score with
+        (`beacon.demo.teacher_data`; its data is built once, from the cold start's SFT set)."""
+        v, d = self.cfg.revue, self.cfg.data
+        if not read_summary(self.root / TEACHER_DATA):
+            samples = list(SynthDemo().load(limit=d.train_items, seed=d.train_seed))
+            build_teacher_set(self.root, samples, d.train_seed, v.position)
+        self.sft(
+            self.teacher_dir,
+            self.teacher_source(),
+            v.teacher_steps,
+            data=TEACHER_DATA,
+            lr=v.teacher_lr,
+            warmup_steps=v.teacher_steps // 10,
+        )
+
+    def teacher_source(self) -> Path:
+        """What the ReVuE teacher starts from: the RL run with the best held-out tool-mode
+        accuracy (chosen once, recorded in `opd/teacher.json`, so a resumed demo keeps it)."""
+        record = self.root / "opd" / "teacher.json"
+        if record.exists():
+            return Path(json.loads(record.read_text())["teacher"])
+
+        def tool_accuracy(run: tuple[str, int]) -> float:
+            summary = read_summary(self.eval_dir(f"{run[0]}-s{run[1]}"))
+            return summary["overall"]["modes"]["tool"]["accuracy"] or 0.0
+
+        best = max(self.rl_runs(), key=tool_accuracy)
+        record.parent.mkdir(parents=True, exist_ok=True)
+        chosen = {"teacher": str(self.rl_model(*best)), "tool_accuracy": tool_accuracy(best)}
+        write_atomic(record, json.dumps(chosen, indent=2) + "\n")
+        return self.rl_model(*best)
+
+    def opd(self, variant: str, seed: int) -> None:
+        """One OPD run; a teacher the check refuses ends it with `REFUSED` (the report says
+        why), the demo goes on."""
+        from beacon.errors import UserError
+        from beacon.train.opd import OPDConfig, run_opd
+
+        run_dir = self.opd_dir(variant, seed)
+        v = self.cfg.revue
+        if self.opd_done(variant, seed):
+            return
+        context, weighting = OPD_VARIANTS[variant]
+        control = variant == CONTROL
+        teacher = self.student_model() if control else self.teacher_model()
+        check = {"on_fail": "warn"} if control else {"on_fail": v.teacher_check}
+        check["on_context_hurts"] = v.context_check
+        rollouts = v.group_size * v.items_per_step
+        cfg = OPDConfig.model_validate(
+            {
+                "model": {"path": str(self.student_model())},
+                "teacher": {"path": str(teacher), "context": context, "position": v.position},
+                "teacher_check": {**check, "items": v.check_items},
+                "data": {"benchmark": TRAIN_BENCH, "limit": self.cfg.rl.items, "seed": RL_SEED},
+                "rollout": {
+                    "group_size": v.group_size,
+                    "items_per_step": v.items_per_step,
+                    "agent": opd_agent().model_dump(),
+                    "batch_size": rollouts,
+                    "concurrency": rollouts,
+                },
+                "critic": {"kind": "scripted"},
+                "revue": {"weighting": weighting, "critic_timeout_s": 60.0, "critic_retries": 1},
+                "train": _train_config(
+                    self.cfg,
+                    run_dir,
+                    seed,
+                    v.steps,
+                    v.lr,
+                    warmup_steps=v.warmup_steps,
+                    min_lr_ratio=1.0,
+                ),
+            }
+        )
+        try:
+            run_opd(cfg, resume=has_run(run_dir))
+        except UserError as exc:  # the teacher check: recorded, the other runs go on
+            write_atomic(run_dir / REFUSED, f"{exc}\n")
+            logger.warning("OPD %s-s%d refused: %s", variant, seed, exc)
+
+    def evaluate(self, name: str, model: Path) -> None:
+        """Held-out evaluation of `model`: `eval.items` items, tool and notool mode, greedy."""
+        self._eval(
+            name, model, TRAIN_BENCH, EVAL_SEED, ["tool", "notool"], limit=self.cfg.eval.items
+        )
+
+    def hint_reliance(self) -> None:
+        """Each HGCE run's rescued items (a hinted group with a right answer, `hgce.jsonl`),
+        answered without the hint by the run's model and by the accuracy-only model of its seed."""
+        for arm, seed in self.rl_runs():
+            ids = self.rescued(arm, seed)
+            if not ids:
+                continue
+            for owner in (arm, "accuracy"):
+                name = f"rescued-{arm}-s{seed}-by-{owner}"
+                model = self.rl_model(owner, seed)
+                self._eval(name, model, RL_BENCH, RL_SEED, ["tool"], ids={RL_BENCH: ids})
+
+    def rescued(self, arm: str, seed: int) -> list[str]:
+        """Ids of the items HGCE rescued in run (`arm`, `seed`), in first-rescue order."""
+        from beacon.jsonl import read_jsonl
+        from beacon.train.grpo.recipe import HGCE_LOG
+
+        rows = read_jsonl(self.rl_dir(arm, seed) / HGCE_LOG)
+        return list(dict.fromkeys(str(r["sample_id"]) for r in rows if any(r["correct"])))
+
+    def _eval(
+        self,
+        name: str,
+        model: Path,
+        bench: str,
+        seed: int,
+        modes: list[str],
+        limit: int | None = None,
+        ids: dict[str, list[str]] | None = None,
+    ) -> None:
+        from beacon.engines.config import EngineConfig
+        from beacon.eval.config import EvalConfig
+        from beacon.eval.runner import run_eval
+
+        e = self.cfg.eval
+        cfg = EvalConfig(
+            engine=EngineConfig(name="hf", model=str(model), device="cpu", batch_size=e.batch_size),
+            agent=greedy_agent(),
+            benchmarks=[bench],
+            limit=limit if ids is None else self.cfg.rl.items,
+            ids=ids,
+            modes=modes,
+            concurrency=e.batch_size,
+            seed=seed,
+            out=str(self.eval_dir(name)),
+            bootstrap=0,
+            report=False,
+        )
+        run_eval(cfg, progress=self.cfg.progress)

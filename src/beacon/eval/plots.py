@@ -1,3 +1,0 @@
-"""Re-exports of `beacon.report.figures`, kept for one release: import from there."""
-
-from beacon.report.figures import *  # noqa: F403
