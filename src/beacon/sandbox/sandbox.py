@@ -162,7 +162,9 @@ class Sandbox:
 
     def _start_worker(self) -> Worker:
         cfg = self.config
-        return Worker(self.isolation, self.root, cfg.startup_timeout_s, cfg.require_seccomp)
+        return Worker(
+            self.isolation, self.root, cfg.startup_timeout_s, cfg.require_seccomp, cfg.speed_tricks
+        )
 
     def session(
         self, images: list[ImageSource] | None = None, *, deferred: bool = False
@@ -327,10 +329,13 @@ class Session:
             size_kb = (input_bytes >> 10) + (cfg.session_disk_mb << 10) + 64
             inodes = cfg.session_files + _OWN_FILES
             options = f"size={size_kb}k,nr_inodes={inodes},mode={mode:o},uid=0,gid={gid}"
-            try:
-                folders.mount_tmpfs(self.dir, f"{options},{_HUGE_PAGES}")
-            except OSError:  # a kernel without transparent huge pages for tmpfs
+            if not cfg.speed_tricks:
                 folders.mount_tmpfs(self.dir, options)
+            else:
+                try:
+                    folders.mount_tmpfs(self.dir, f"{options},{_HUGE_PAGES}")
+                except OSError:  # a kernel without transparent huge pages for tmpfs
+                    folders.mount_tmpfs(self.dir, options)
         else:
             os.chown(self.dir, 0, gid)
             os.chmod(self.dir, mode)

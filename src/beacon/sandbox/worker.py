@@ -76,6 +76,7 @@ _EXIT = struct.Struct("<qi")  # a child's pid and wait status, from the template
 _PAGE_KB = os.sysconf("SC_PAGE_SIZE") >> 10
 _CODE_DIR = os.path.dirname(os.path.abspath(__file__))  # the sandbox's _code/, writable
 _libc = ctypes.CDLL(None, use_errno=True)
+_WARM = True  # the speed tricks of `main` and `_child`; off with `wire.COLD`
 WARM_HEAP_BYTES = 16 << 20
 """Heap a spare faults in for the code (`warm_up`): more than the benchmark's heavy call
 allocates (~10 MB), under the 32 MB above which malloc maps blocks apart
@@ -113,11 +114,14 @@ def main() -> None:
     """Serve requests until the trusted side closes the pipe or sends "exit"."""
     proto_in, proto_out = os.dup(0), os.dup(1)
     ends = _Ends(*(int(fd) for fd in sys.argv[1:3]))
+    global _WARM
+    _WARM = wire.COLD not in sys.argv[3:]
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)
     os.dup2(2, 1)  # stray prints from libraries must not corrupt the protocol
     seccomp, seccomp_note = build_seccomp()
-    gc.freeze()  # keep the collector from dirtying inherited pages in every child
+    if _WARM:
+        gc.freeze()  # keep the collector from dirtying inherited pages in every child
     template = _Template.start(seccomp, keep=(proto_in, proto_out, ends.requests, ends.replies))
     ready = {"op": "ready", "pid": os.getpid(), "euid": os.geteuid(), "seccomp": seccomp_note}
     spare = template.fork_spare()
@@ -565,7 +569,8 @@ def _child(ctrl_r: int, result_w: int, template: int, seccomp: _Seccomp | None) 
         if os.getppid() != template:
             os._exit(0)
         _detach(ctrl_r, result_w)
-        warm_up(ctrl_r, _CODE_DIR)
+        if _WARM:
+            warm_up(ctrl_r, _CODE_DIR)
         request = wire.read_request(ctrl_r)
         os.close(ctrl_r)
         _lock_down(request, seccomp)
