@@ -63,7 +63,7 @@ class AgentConfig(StrictModel):
         True,
         description="keep what is alive when episodes start streaming out of full garbage "
         "collections (gc.freeze) while they stream; false: every collection walks it "
-        "(docs/agent.md, 'Speed switch')",
+        "(docs/agent.md, 'Throughput')",
     )
 
     @field_validator("format")

@@ -102,7 +102,7 @@ class SandboxConfig(StrictModel):
         description="the workers' speed tricks: glibc malloc settings (a heap on huge pages), "
         "a spare that rehearses a call and faults in heap while it waits, gc.freeze before "
         "forking, huge pages in the sessions' tmpfs; false: none of them, each call a few ms "
-        "slower (docs/sandbox.md, 'Speed switch')",
+        "slower (docs/sandbox.md, 'Speed')",
     )
     repair: RepairConfig | None = Field(
         default_factory=RepairConfig,
