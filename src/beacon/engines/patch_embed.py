@@ -4,11 +4,11 @@ Qwen2-VL, Qwen2.5-VL and Qwen3-VL embed each 2x14x14 pixel patch with an `nn.Con
 equals its kernel, and feed it a tensor holding exactly one kernel-sized block per patch: every
 output is one dot product of a flattened patch with a flattened filter, so the convolution is
 `patches.flatten(1) @ weight.flatten(1).T`. PyTorch's CPU convolution does not see this: in an
-SFT step of the demo model (`beacon.demo.model`, 32 trajectories, 2 threads) the convolution and
-its backward took ~43 ms of ~210 ms; as a `linear` the patch embedding's forward and backward
-take 7.1 ms against 37.1 (`benchmarks/patch_embed.py`). SGLang and transformers' opt-in
-`fusion_config={"patch_embeddings": True}` make the same change (docs/engines.md says why Beacon
-does not use the latter).
+SFT step of the demo model (`beacon.demo.model`, 32 trajectories, 1 torch thread) the patch
+embedding's forward and backward take 14.4 ms as a `linear` against 85.5 as the convolution,
+and the step 331 ms against 411 (`benchmarks/patch_embed.py`, docs/engines.md). SGLang and
+transformers' opt-in `fusion_config={"patch_embeddings": True}` make the same change
+(docs/engines.md says why Beacon does not use the latter).
 
 `linear_patch_embeddings(model)` switches such modules to `PatchConv3d` in place: still an
 `nn.Conv3d` with the same parameters, so state dicts, checkpoints, LoRA targeting and

@@ -79,7 +79,8 @@ MALLOC_TUNABLES = ":".join(
 32 MB from it, and what is freed kept there. With them a spare can fault in a block of heap
 that the code's allocations then reuse (`worker.warm_up`); with glibc's defaults a child's
 first writes to new memory fault once per 4 KB page, and blocks over 128 KB are mapped and
-unmapped one by one. Ignored before glibc 2.35 (docs/sandbox.md, "Speed")."""
+unmapped one by one. Ignored before glibc 2.35; off with `SandboxConfig.speed_tricks`
+(docs/sandbox.md, "Speed")."""
 
 
 def worker_env(root_dir: str, speed_tricks: bool = True) -> dict[str, str]:

@@ -58,8 +58,9 @@ _OUTPUT = "temp_processed_images"
 _OWN_FILES = 64  # inodes of the sandbox's own files in a session folder, beyond the quota
 _HUGE_PAGES = "huge=within_size"
 """A session's tmpfs keeps files of 2 MB and more on huge pages: a call's code then reads its
-mapped input pixels with one page fault per 2 MB instead of one per 64 KB (1.3 ms of the
-benchmark's heavy call: `benchmarks/sandbox_latency.py --tricks`)."""
+mapped input pixels with one page fault per 2 MB instead of one per 64 KB (1.4 ms of the
+benchmark's heavy call: `benchmarks/sandbox_latency.py --tricks`). Off with
+`SandboxConfig.speed_tricks`."""
 _END_SESSION_S = 2.0  # a worker answers "end" in about 0.2 ms, between or during calls
 
 
