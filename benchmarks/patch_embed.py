@@ -10,7 +10,7 @@ on (`PatchConv3d`, linear) and off (`nn.Conv3d`, what `BEACON_LINEAR_PATCH_EMBED
 their difference and ratio. On the CPU only: the module runs the stock convolution elsewhere.
 A benchmark, not a test.
 
-    nice -n 5 python benchmarks/patch_embed.py --threads 2 --rounds 5
+    nice -n 5 python benchmarks/patch_embed.py --threads 1 --rounds 5 --steps 3
 """
 
 from __future__ import annotations
