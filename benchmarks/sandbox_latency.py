@@ -29,8 +29,14 @@ returned image handed over through a file or through two pipes; the heavy call's
 saved and loaded; a full garbage collection with the worker's objects frozen or not; and
 compiling the seccomp filter in the child.
 
+`--switch` times the heavy and the light call through two real sandboxes side by side, one with
+`SandboxConfig.speed_tricks` on and one with it off (the malloc settings, the spare's warm-up,
+`gc.freeze` in the worker, huge pages in the session's tmpfs), 20 ms apart, in alternating
+blocks: the medians, their difference and ratio.
+
     python benchmarks/sandbox_latency.py [--calls 40] [--fresh-calls 10] [--gap-ms 20] [--no-fresh]
     python benchmarks/sandbox_latency.py --tricks [--calls 40]
+    python benchmarks/sandbox_latency.py --switch [--calls 40]
 """
 
 from __future__ import annotations
@@ -383,6 +389,32 @@ def tricks(calls: int, rounds: int = 5) -> None:
         print(f"| {name:<30} | {ours:24.2f} | {defaults:16.2f} |")
 
 
+def switch(calls: int, gap_s: float) -> None:
+    """The table of `--switch`: each call through a sandbox with the speed tricks on and one
+    with them off, alternating blocks, `gap_s` apart."""
+    image = make_image()
+    rows = {}
+    with contextlib.ExitStack() as stack:
+        sessions = []
+        for tricks in (True, False):
+            config = SandboxConfig(
+                max_calls_per_session=100_000, num_workers=1, speed_tricks=tricks
+            )
+            sandbox = stack.enter_context(Sandbox(config))
+            sessions.append(stack.enter_context(sandbox.session(images=[image])))
+        for name, code in (("heavy", HEAVY), ("light", LIGHT)):
+            pair = [in_sandbox(session, code) for session in sessions]
+            rows[name] = alternating(pair, calls, gap_s=gap_s)
+    print(f"machine: {platform.platform()}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")
+    print(f"median ms of {calls} calls each, {gap_s * 1e3:g} ms apart, 1 worker per sandbox\n")
+    print("| call | speed_tricks on | off | off - on | off / on |")
+    print("|---|---|---|---|---|")
+    for name, (on, off) in rows.items():
+        on_ms, off_ms = statistics.median(on) * 1e3, statistics.median(off) * 1e3
+        diff, ratio = off_ms - on_ms, off_ms / on_ms
+        print(f"| {name} | {on_ms:.2f} | {off_ms:.2f} | {diff:+.2f} | {ratio:.2f}x |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=40, help="timed calls per path")
@@ -390,6 +422,7 @@ def main() -> None:
     parser.add_argument("--gap-ms", type=float, default=20.0, help="idle time before (a'), (c')")
     parser.add_argument("--no-fresh", action="store_true", help="skip (b), the slow row")
     parser.add_argument("--tricks", action="store_true", help="time each speed trick on and off")
+    parser.add_argument("--switch", action="store_true", help="calls with the tricks on and off")
     parser.add_argument("--probe", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.probe:
@@ -397,6 +430,8 @@ def main() -> None:
     if args.tricks:
         return tricks(args.calls)
     gap = args.gap_ms / 1000
+    if args.switch:
+        return switch(args.calls, gap)
 
     image = make_image()
     fresh: list[float] = []

@@ -11,6 +11,7 @@ from safetensors import safe_open
 from torch import nn
 from transformers import AutoModelForImageTextToText
 
+from beacon.engines import patch_embed
 from beacon.engines.hf import HFEngine
 from beacon.engines.patch_embed import PatchConv3d, linear_patch_embeddings
 from beacon.train.core.setup import load_model
@@ -108,3 +109,35 @@ def test_every_loader_uses_the_matrix_product(
         }
     )
     assert type(load_model(cfg.model).model.visual.patch_embed.proj) is PatchConv3d
+
+
+def test_off_the_cpu_the_stock_convolution_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The matrix product is measured on the CPU only: a tensor elsewhere (here on the meta
+    device) takes the convolution, a CPU tensor the matrix product."""
+    calls: list[str] = []
+    linear = patch_embed.F.linear
+
+    def counted(*args: object) -> torch.Tensor:
+        calls.append(args[0].device.type)
+        return linear(*args)
+
+    monkeypatch.setattr(patch_embed.F, "linear", counted)
+    proj = nn.Conv3d(3, 4, kernel_size=2, stride=2)
+    linear_patch_embeddings(nn.Sequential(proj))
+    proj(torch.randn(5, 3, 2, 2, 2))
+    proj.to("meta")(torch.empty(5, 3, 2, 2, 2, device="meta"))
+    assert calls == ["cpu"]
+
+
+def test_the_switch_leaves_every_model_its_convolution(
+    tiny_dir: Callable[[str], Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(patch_embed.SWITCH, "0")
+    conv = nn.Conv3d(3, 4, kernel_size=2, stride=2)
+    assert linear_patch_embeddings(nn.Sequential(conv)) == 0
+    assert type(conv) is nn.Conv3d
+    engine = HFEngine(str(tiny_dir("qwen2_vl")))
+    try:
+        assert type(engine.model.model.visual.patch_embed.proj) is nn.Conv3d
+    finally:
+        engine.close()

@@ -100,6 +100,36 @@ def test_the_code_gets_the_workers_malloc_settings() -> None:
     assert r.stdout == f"{MALLOC_TUNABLES}\n"
 
 
+PROBE = """
+import gc, sys
+print(os.environ.get("GLIBC_TUNABLES") == EXPECTED, gc.get_freeze_count() > 0,
+      sys.modules["tempfile"]._name_sequence is not None)
+"""
+
+
+@pytest.mark.parametrize("tricks", [True, False])
+def test_the_speed_switch_turns_the_workers_tricks_on_and_off(tricks: bool) -> None:
+    """`speed_tricks=False`: glibc's malloc defaults, nothing frozen before the template forks,
+    no rehearsal in the spare (the rehearsal's folder draws tempfile's first random name, which
+    a call of its own does not), no huge pages in the session's tmpfs. With the switch on, the
+    same probes see each trick (a spare may be asked before it rehearses: one of three calls)."""
+    probe = PROBE.replace("EXPECTED", repr(MALLOC_TUNABLES))
+    config = tight_config(num_workers=1, speed_tricks=tricks)
+    with Sandbox(config) as sb, sb.session(images=[make_image()]) as s:
+        results = []
+        for _ in range(3):
+            time.sleep(0.3)  # the spare warms up while the worker is idle
+            results.append(s.run(probe))
+        mounts = Path("/proc/self/mounts").read_text().splitlines()
+        options = [line.split()[3] for line in mounts if line.split()[1] == s.dir]
+    assert all(r.ok for r in results), [r.error for r in results]
+    seen = [r.stdout.split() for r in results]
+    assert all(got[:2] == [str(tricks)] * 2 for got in seen), seen
+    assert any(got[2] == "True" for got in seen) is tricks, seen
+    if options and Path("/sys/kernel/mm/transparent_hugepage").exists():
+        assert ("huge=within_size" in options[0].split(",")) is tricks
+
+
 @needs_root
 def test_session_folders_keep_large_files_on_huge_pages() -> None:
     """The input pixels are mapped by every call; on huge pages a crop of a large input faults

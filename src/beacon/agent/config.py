@@ -59,6 +59,12 @@ class AgentConfig(StrictModel):
     gate: GateConfig = Field(
         default_factory=GateConfig, description="the inference gate of gated mode"
     )
+    freeze_heap: bool = Field(
+        True,
+        description="keep what is alive when episodes start streaming out of full garbage "
+        "collections (gc.freeze) while they stream; false: every collection walks it "
+        "(docs/agent.md, 'Throughput')",
+    )
 
     @field_validator("format")
     @classmethod

@@ -142,7 +142,9 @@ class AgentLoop:
             raise ValueError(f"max_active={max_active} must be at least 1 (eval: concurrency)")
         pending = iter(specs)
         running: set[asyncio.Task] = set()
-        _freeze_heap()
+        freeze = self.config.freeze_heap
+        if freeze:
+            _freeze_heap()
         try:
             while True:
                 while len(running) < max_active and (spec := next(pending, None)) is not None:
@@ -157,7 +159,8 @@ class AgentLoop:
                 task.cancel()
             if running:
                 await asyncio.gather(*running, return_exceptions=True)
-            _thaw_heap()
+            if freeze:
+                _thaw_heap()
 
     async def run_episode(self, spec: EpisodeSpec) -> Trajectory:
         """Run one episode to its end and return its trajectory."""
@@ -358,8 +361,8 @@ def _freeze_heap() -> None:
     tokenizer, engine, model) are out of the garbage collector's reach (`gc.freeze`).
 
     Episodes make many container objects, and every so often Python then walks the whole heap
-    in a full collection with every thread stopped: ~150 ms with 64 episodes in flight, 5-9%
-    of their throughput (`benchmarks/eval_throughput.py`). `_thaw_heap` gives the objects back
+    in a full collection with every thread stopped (`benchmarks/agent_gc_freeze.py` times it on
+    and off; `AgentConfig.freeze_heap` is the switch). `_thaw_heap` gives the objects back
     when the last stream ends, so nothing that died meanwhile (a model dropped between two
     evaluations, in a reference cycle) stays for good.
     """

@@ -97,6 +97,13 @@ class SandboxConfig(StrictModel):
     worker_grace_s: float = Field(
         30.0, description="extra wait past timeout_s before a silent worker is replaced"
     )
+    speed_tricks: bool = Field(
+        True,
+        description="the workers' speed tricks: glibc malloc settings (a heap on huge pages), "
+        "a spare that rehearses a call and faults in heap while it waits, gc.freeze before "
+        "forking, huge pages in the sessions' tmpfs; false: none of them, each call a few ms "
+        "slower (docs/sandbox.md, 'Speed')",
+    )
     repair: RepairConfig | None = Field(
         default_factory=RepairConfig,
         description="code repair (beacon.sandbox.repair.RepairConfig); null: run code as given",

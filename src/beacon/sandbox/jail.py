@@ -79,12 +79,15 @@ MALLOC_TUNABLES = ":".join(
 32 MB from it, and what is freed kept there. With them a spare can fault in a block of heap
 that the code's allocations then reuse (`worker.warm_up`); with glibc's defaults a child's
 first writes to new memory fault once per 4 KB page, and blocks over 128 KB are mapped and
-unmapped one by one. Ignored before glibc 2.35 (docs/sandbox.md, "Speed")."""
+unmapped one by one. Ignored before glibc 2.35; off with `SandboxConfig.speed_tricks`
+(docs/sandbox.md, "Speed")."""
 
 
-def worker_env(root_dir: str) -> dict[str, str]:
-    """The whole environment of a worker: nothing from the host (secrets stay out)."""
+def worker_env(root_dir: str, speed_tricks: bool = True) -> dict[str, str]:
+    """The whole environment of a worker: nothing from the host (secrets stay out); glibc's
+    malloc defaults without `speed_tricks` (`SandboxConfig.speed_tricks`)."""
     one = "1"
+    tunables = {"GLIBC_TUNABLES": MALLOC_TUNABLES} if speed_tricks else {}
     return {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "HOME": "/tmp",
@@ -98,7 +101,7 @@ def worker_env(root_dir: str) -> dict[str, str]:
         "NUMEXPR_NUM_THREADS": one,
         "VECLIB_MAXIMUM_THREADS": one,
         "OPENCV_FOR_THREADS_NUM": one,
-        "GLIBC_TUNABLES": MALLOC_TUNABLES,
+        **tunables,
         # each thread's own malloc arena reserves 64 MB of address space, which RLIMIT_AS counts
         "MALLOC_ARENA_MAX": "2",
     }

@@ -50,7 +50,12 @@ class Worker:
     """A pre-forked worker in the jail. Not thread-safe: `WorkerSlot` serializes its use."""
 
     def __init__(
-        self, isolation: str, root_dir: str, startup_timeout_s: float, require_seccomp: bool = True
+        self,
+        isolation: str,
+        root_dir: str,
+        startup_timeout_s: float,
+        require_seccomp: bool = True,
+        speed_tricks: bool = True,
     ) -> None:
         self.require_seccomp = require_seccomp
         code_dir = os.path.join(root_dir, "_code")
@@ -60,6 +65,7 @@ class Worker:
         self._ended_r, ended_w = os.pipe()
         os.set_blocking(self._ends_w, False)  # a worker that stopped reading fails, not blocks
         cmd += [os.path.join(code_dir, "worker.py"), str(ends_r), str(ended_w)]
+        cmd += [] if speed_tricks else [wire.COLD]
         try:
             with open(self._stderr_path, "wb") as stderr:
                 self.proc = subprocess.Popen(
@@ -67,7 +73,7 @@ class Worker:
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
                     stderr=stderr,
-                    env=worker_env(root_dir),
+                    env=worker_env(root_dir, speed_tricks),
                     cwd="/",
                     start_new_session=True,
                     pass_fds=(ends_r, ended_w),

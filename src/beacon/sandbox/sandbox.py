@@ -58,8 +58,9 @@ _OUTPUT = "temp_processed_images"
 _OWN_FILES = 64  # inodes of the sandbox's own files in a session folder, beyond the quota
 _HUGE_PAGES = "huge=within_size"
 """A session's tmpfs keeps files of 2 MB and more on huge pages: a call's code then reads its
-mapped input pixels with one page fault per 2 MB instead of one per 64 KB (1.3 ms of the
-benchmark's heavy call: `benchmarks/sandbox_latency.py --tricks`)."""
+mapped input pixels with one page fault per 2 MB instead of one per 64 KB (1.4 ms of the
+benchmark's heavy call: `benchmarks/sandbox_latency.py --tricks`). Off with
+`SandboxConfig.speed_tricks`."""
 _END_SESSION_S = 2.0  # a worker answers "end" in about 0.2 ms, between or during calls
 
 
@@ -162,7 +163,9 @@ class Sandbox:
 
     def _start_worker(self) -> Worker:
         cfg = self.config
-        return Worker(self.isolation, self.root, cfg.startup_timeout_s, cfg.require_seccomp)
+        return Worker(
+            self.isolation, self.root, cfg.startup_timeout_s, cfg.require_seccomp, cfg.speed_tricks
+        )
 
     def session(
         self, images: list[ImageSource] | None = None, *, deferred: bool = False
@@ -327,10 +330,13 @@ class Session:
             size_kb = (input_bytes >> 10) + (cfg.session_disk_mb << 10) + 64
             inodes = cfg.session_files + _OWN_FILES
             options = f"size={size_kb}k,nr_inodes={inodes},mode={mode:o},uid=0,gid={gid}"
-            try:
-                folders.mount_tmpfs(self.dir, f"{options},{_HUGE_PAGES}")
-            except OSError:  # a kernel without transparent huge pages for tmpfs
+            if not cfg.speed_tricks:
                 folders.mount_tmpfs(self.dir, options)
+            else:
+                try:
+                    folders.mount_tmpfs(self.dir, f"{options},{_HUGE_PAGES}")
+                except OSError:  # a kernel without transparent huge pages for tmpfs
+                    folders.mount_tmpfs(self.dir, options)
         else:
             os.chown(self.dir, 0, gid)
             os.chmod(self.dir, mode)

@@ -92,6 +92,9 @@ class RunRequest:
         return cls(**body)
 
 
+COLD = "--cold"
+"""The worker's last argument when `SandboxConfig.speed_tricks` is off: no `gc.freeze` before
+the template forks, no warm-up in the spares (`worker.warm_up`)."""
 REQUEST_LIMITS = FrameLimits(max_header_bytes=64 << 20, max_blobs=0, max_total_bytes=0)
 """A request frame (its code is under `SandboxConfig.max_code_chars`): a header, no blobs."""
 

@@ -113,12 +113,15 @@ def main() -> None:
     """Serve requests until the trusted side closes the pipe or sends "exit"."""
     proto_in, proto_out = os.dup(0), os.dup(1)
     ends = _Ends(*(int(fd) for fd in sys.argv[1:3]))
+    warm = wire.COLD not in sys.argv[3:]  # the speed tricks: gc.freeze, spares' warm-up
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)
     os.dup2(2, 1)  # stray prints from libraries must not corrupt the protocol
     seccomp, seccomp_note = build_seccomp()
-    gc.freeze()  # keep the collector from dirtying inherited pages in every child
-    template = _Template.start(seccomp, keep=(proto_in, proto_out, ends.requests, ends.replies))
+    if warm:
+        gc.freeze()  # keep the collector from dirtying inherited pages in every child
+    keep = (proto_in, proto_out, ends.requests, ends.replies)
+    template = _Template.start(seccomp, keep=keep, warm=warm)
     ready = {"op": "ready", "pid": os.getpid(), "euid": os.geteuid(), "seccomp": seccomp_note}
     spare = template.fork_spare()
     savers = _Savers()
@@ -171,7 +174,7 @@ class _Template:
         self.statuses: dict[int, int] = {}  # reported, not asked for yet
 
     @classmethod
-    def start(cls, seccomp: _Seccomp | None, keep: tuple[int, ...]) -> _Template:
+    def start(cls, seccomp: _Seccomp | None, keep: tuple[int, ...], warm: bool) -> _Template:
         """Fork the template; it closes the worker's descriptors in `keep`."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         exits_r, exits_w = os.pipe()
@@ -181,7 +184,7 @@ class _Template:
                 os.close(fd)
             _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
             try:
-                _template_loop(theirs, exits_w, seccomp)
+                _template_loop(theirs, exits_w, seccomp, warm)
             finally:
                 os._exit(0)
         theirs.close()
@@ -204,7 +207,7 @@ class _Template:
         return os.waitstatus_to_exitcode(self.statuses.pop(pid))
 
 
-def _template_loop(sock: socket.socket, exits: int, seccomp: _Seccomp | None) -> None:
+def _template_loop(sock: socket.socket, exits: int, seccomp: _Seccomp | None, warm: bool) -> None:
     """Fork one spare per command byte; reap each child as it ends and report its status."""
     poller = select.poll()
     poller.register(sock, select.POLLIN)
@@ -222,7 +225,7 @@ def _template_loop(sock: socket.socket, exits: int, seccomp: _Seccomp | None) ->
                 result_r, result_w = os.pipe()
                 pid = os.fork()
                 if pid == 0:
-                    _child(ctrl_r, result_w, template, seccomp)
+                    _child(ctrl_r, result_w, template, seccomp, warm)
                 pidfd = os.pidfd_open(pid)  # before it can be reaped: never a reused pid
                 socket.send_fds(sock, [_PID.pack(pid)], [ctrl_w, result_r, pidfd])
                 for end in (ctrl_r, ctrl_w, result_r, result_w):
@@ -557,15 +560,16 @@ class _Seccomp:
             raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP) failed")
 
 
-def _child(ctrl_r: int, result_w: int, template: int, seccomp: _Seccomp | None) -> None:
-    """The spare's life: warm up, wait for a request, lock down, run the code, report. Never
-    returns."""
+def _child(ctrl_r: int, result_w: int, template: int, seccomp: _Seccomp | None, warm: bool) -> None:
+    """The spare's life: warm up (when `warm`), wait for a request, lock down, run the code,
+    report. Never returns."""
     try:
         _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # die with the template
         if os.getppid() != template:
             os._exit(0)
         _detach(ctrl_r, result_w)
-        warm_up(ctrl_r, _CODE_DIR)
+        if warm:
+            warm_up(ctrl_r, _CODE_DIR)
         request = wire.read_request(ctrl_r)
         os.close(ctrl_r)
         _lock_down(request, seccomp)
