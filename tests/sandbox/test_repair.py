@@ -255,3 +255,42 @@ zoom.save(path)
     result = repair_code(code, image_path=str(image_path), output_dir=str(out_dir))
     exec(compile(result.code, "<model>", "exec"), {})
     assert Image.open(out_dir / "zoom.png").size == (32, 32)
+
+
+def test_parses_take_turns_across_threads(monkeypatch) -> None:
+    """The agent loop repairs code in several tool threads at once; CPython 3.11's AST builder
+    keeps one recursion counter per interpreter, and racing parses raise `SystemError: AST
+    constructor recursion depth mismatch` (cpython gh-106905). Repair parses one at a time."""
+    import ast
+    import threading
+    import time
+
+    real_parse = ast.parse
+    inside, most = 0, 0
+    count_lock = threading.Lock()
+
+    def watched_parse(*args, **kwargs):
+        nonlocal inside, most
+        with count_lock:
+            inside += 1
+            most = max(most, inside)
+        time.sleep(0.002)  # widen the window a race needs
+        try:
+            return real_parse(*args, **kwargs)
+        finally:
+            with count_lock:
+                inside -= 1
+
+    monkeypatch.setattr(ast, "parse", watched_parse)
+    code = 'img = Image.open("photo.jpg")\nx = cv.resize(img, (2, 2))\n'
+    threads = [
+        threading.Thread(
+            target=repair_code, args=(code,), kwargs={"image_path": "/in.png", "output_dir": "/out"}
+        )
+        for _ in range(8)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert most == 1

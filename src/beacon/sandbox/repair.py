@@ -38,6 +38,7 @@ import ast
 import posixpath
 import re
 import textwrap
+import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -49,6 +50,15 @@ _FENCE = re.compile(r"^[ \t]*```")
 _LINE_BREAK = re.compile(r"(?<=\n)|(?<=\r)(?!\n)")  # the line ends ast counts: \n, \r\n, \r
 _NAMED_BINDERS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.ExceptHandler)
 _Edit = tuple[int, int, str]  # (start, end, replacement) offsets into the text
+_PARSE_LOCK = threading.Lock()
+
+
+def _parse(code: str, mode: str = "exec") -> ast.Module | ast.Expression:
+    """`ast.parse`, one thread at a time: CPython 3.11 keeps the AST builder's recursion
+    counter per interpreter, so parses racing in the agent loop's tool threads can corrupt it
+    and raise `SystemError: AST constructor recursion depth mismatch` (cpython gh-106905)."""
+    with _PARSE_LOCK:
+        return ast.parse(code, mode=mode)
 
 
 @dataclass(frozen=True)
@@ -88,7 +98,7 @@ def repair_code(
         code = _fix_indentation(code, changes)
     code = _rewrite_save_dir(code, config.thyme_save_dir, output_dir, changes)
     try:
-        tree = ast.parse(code)
+        tree = _parse(code)
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         error = _syntax_error_text(exc)
         changes.append(f"code does not parse ({error}); crop, path and cv2 repairs skipped")
@@ -180,7 +190,7 @@ def _rewrite_save_dir(code: str, save_dir: str, output_dir: str, changes: list[s
 
 def _parses(code: str) -> bool:
     try:
-        ast.parse(code)
+        _parse(code)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return False
     return True
@@ -250,7 +260,7 @@ class _ParsedCode:
         start = self._offset(node.lineno, node.col_offset)
         end = self._offset(node.end_lineno, node.end_col_offset)
         try:
-            same = ast.dump(ast.parse(self.code[start:end], mode="eval").body) == ast.dump(node)
+            same = ast.dump(_parse(self.code[start:end], mode="eval").body) == ast.dump(node)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             same = False
         return (start, end) if same else None
