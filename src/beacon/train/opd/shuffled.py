@@ -122,7 +122,6 @@ def shuffled_assignment(
                 continue
             rng = random.Random(episode_seed(seed, f"{step}/shuffle/{g.group}/{i}"))
             donor = _draw(own, others, rng)
-            )
             out.none += donor is None
             out.previous += donor is not None and from_previous
             chosen.append(donor)
