@@ -224,14 +224,23 @@ def teacher_check(
             write_atomic(path, check.model_dump_json(indent=2) + "\n")
     logger.info("teacher check: %s", check.line())
     if check.context is not None and check.context.hurts(cfg.context_tolerance):
-        shuffled = parts.cfg.revue.reflection_source == "shuffled"
-        _fail(
+        problem = (
             f"the teacher's context lowers its log-prob of correct continuations "
-            f"({check.context.line()}); ReVuE's weights would favour those targets",
-            "teacher_check.on_context_hurts",
-            "warn" if shuffled else cfg.on_context_hurts,
-            "Teach the teacher to read its context, or distil with teacher.context=base",
+            f"({check.context.line()}); ReVuE's weights would favour those targets"
         )
+        if parts.cfg.revue.reflection_source == "shuffled":
+            logger.warning(
+                "teacher check: %s (revue.reflection_source=shuffled: the content control's "
+                "borrowed reflections are meant to mislead; training anyway)",
+                problem,
+            )
+        else:
+            _fail(
+                problem,
+                "teacher_check.on_context_hurts",
+                cfg.on_context_hurts,
+                "Teach the teacher to read its context, or distil with teacher.context=base",
+            )
     if not check.better(cfg.min_logprob_gain):
         _fail(
             f"the teacher is not better than the student on the student's own rollouts "
