@@ -69,7 +69,7 @@ def groups(
 
 def reflections(groups, slots=None) -> list[GroupReflections]:
     chosen = range(len(groups)) if slots is None else slots
-    return [GroupReflections(s, groups[s][0].id, groups[s][2].reflections) for s in chosen]
+    return [GroupReflections.of(s, groups[s][0], groups[s][2].reflections) for s in chosen]
 
 
 def crops(trajectories: list[Trajectory]) -> set[str]:
@@ -124,7 +124,7 @@ def test_a_lone_group_draws_from_the_last_kept_pool_or_gets_none(groups, tmp_pat
 
 def test_rollouts_without_a_reflection_stay_without(groups) -> None:
     sample, _, assembly = groups[0]
-    partial = GroupReflections(0, sample.id, [None, *assembly.reflections[1:]])
+    partial = GroupReflections.of(0, sample, [None, *assembly.reflections[1:]])
     assignment = shuffled_assignment([partial, *reflections(groups, [1])], [], 7, 1)
     assert assignment.donors[0][0] is None and all(assignment.donors[0][1:])
 
@@ -157,3 +157,22 @@ def test_the_teacher_context_carries_the_borrowed_text_and_images(groups, tmp_pa
     again = distilled()
     borrow_reflections(parts, again, 4)  # the same step redone: same draw
     assert [d.borrowed for d in again] == [d.borrowed for d in first]
+
+
+def test_donors_come_from_items_of_the_same_family_and_each_family_keeps_its_last_step(
+    groups, tmp_path
+) -> None:
+    """A pool that mixes tasks swaps a task's reflections among its own items: a told rollout
+    never reads a reflection written for another benchmark or kind, from this step or kept."""
+    told = reflections(groups, [0])
+    (other,) = reflections(groups, [1])
+    one_hop = GroupReflections(1, other.item, other.reflections, family="synth_demo/")
+    assignment = shuffled_assignment([*told, one_hop], [], seed=7, step=2)
+    assert assignment.none == 6  # each side has only the other family's donors
+    write_pool(tmp_path, 1, step_donors(reflections(groups, [2]), 1))  # told, step 1
+    write_pool(tmp_path, 2, step_donors([one_hop], 2))  # one-hop only, step 2
+    write_pool(tmp_path, 3, step_donors([one_hop], 3))  # step 2's one-hop pool is superseded
+    kept = read_pool(tmp_path, 4)
+    assert {(d.family, d.step) for d in kept} == {(told[0].family, 1), ("synth_demo/", 3)}
+    served = shuffled_assignment(told, kept, seed=7, step=4)
+    assert served.none == 0 and {d.item for d in served.donors[0]} == {ITEMS[2].id}

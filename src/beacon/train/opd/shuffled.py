@@ -7,12 +7,14 @@ reflection (text and anchor support images together) that the critic and Algorit
 for a *different* item, and the step goes on unchanged (same impacts, weights and loss).
 
 Donors. A donor is one assembled reflection, rendered (`reflection_text`) with its anchor's
-support image keys, which are that other item's crops in the run's ImageStore. The pool of a
-step is the reflections of the step's groups; a rollout draws from the donors of other items
-(never its own item, compared by sample id). When no other item of the step has a reflection
-(e.g. one group per step, or one group with reflections), the pool is the reflections kept from
-the last earlier step that had any. If neither has a donor of another item, the rollout keeps
-no reflection (the base teacher is its target) and is counted (`revue/shuffled_none`).
+support image keys, which are that other item's crops in the run's ImageStore. A rollout draws
+from the donors of other items (never its own item, compared by sample id) of its item's
+family (`family`: the benchmark and `metadata["kind"]`, so a task's reflections are swapped
+among its own items and keep their format in a pool that mixes tasks). The step's groups come
+first; when no other item of the family has a reflection in the step (e.g. one group per step),
+the donors are those kept from the last earlier step that had some of that family. If neither
+has one, the rollout keeps no reflection (the base teacher is its target) and is counted
+(`revue/shuffled_none`).
 
 Matching. A rollout with a complete reflection draws a complete one, a diagnosis-only one a
 diagnosis-only one; among those, donors with the rollout's own break-point stage come first, so
@@ -20,10 +22,11 @@ a correct rollout keeps a "none; the answer is correct" break point and the stag
 one the critic wrote. Rollouts without a reflection stay without one.
 
 Determinism. The draw is seeded by (train.seed, step, group slot, rollout index), and the
-donors are ordered by (step, group slot, rollout index); the earlier step's donors are read
-from `POOL_FILE` in the run folder, written at the end of every step that had donors and keyed
-by step, so a run killed and resumed at any point draws the same reflections. The student's
-sequences are never touched: only the teacher's context changes (`step.reflection_context`).
+donors are ordered by (step, group slot, rollout index); the earlier steps' donors are read from
+`POOL_FILE` in the run folder, written at the end of every step that had donors and keyed by
+step (each family's last step kept), so a run killed and resumed at any point draws the same
+reflections. The student's sequences are never touched: only the teacher's context changes
+(`step.reflection_context`).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from beacon.jsonl import write_atomic
 from beacon.rollout import episode_seed
 from beacon.train.opd.assemble import Reflection
 from beacon.train.opd.conditioning import reflection_text
+from beacon.types import Sample
 
 REFLECTION_SOURCES = ("own", "shuffled")
 """`revue.reflection_source`: each rollout's own reflection (ReVuE), or another item's."""
@@ -51,6 +55,7 @@ class Donor:
     """One assembled reflection as the teacher receives it, and where it came from."""
 
     item: str
+    family: str
     step: int
     group: int
     slot: int
@@ -60,10 +65,13 @@ class Donor:
     keys: tuple[str, ...]
 
     @classmethod
-    def of(cls, reflection: Reflection, item: str, step: int, group: int, slot: int) -> Donor:
+    def of(
+        cls, reflection: Reflection, item: str, family: str, step: int, group: int, slot: int
+    ) -> Donor:
         keys = reflection.anchor.support_image_keys if reflection.anchor else ()
         return cls(
             item=item,
+            family=family,
             step=step,
             group=group,
             slot=slot,
@@ -74,19 +82,29 @@ class Donor:
         )
 
 
+def family(sample: Sample) -> str:
+    """The items whose reflections may stand in for each other: one benchmark's one kind."""
+    return f"{sample.benchmark}/{sample.metadata.get('kind', '')}"
+
+
 @dataclass(frozen=True)
 class GroupReflections:
-    """One group of the step: its slot, its item's sample id and its own reflections."""
+    """One group of the step: its slot, its item's sample id and family, its own reflections."""
 
     group: int
     item: str
     reflections: Sequence[Reflection | None]
+    family: str = ""
+
+    @classmethod
+    def of(cls, group: int, sample: Sample, reflections: Sequence[Reflection | None]):
+        return cls(group, sample.id, reflections, family(sample))
 
 
 def step_donors(groups: Sequence[GroupReflections], step: int) -> list[Donor]:
     """Every reflection of the step's groups as a donor, in (group slot, rollout) order."""
     return [
-        Donor.of(r, g.item, step, g.group, i)
+        Donor.of(r, g.item, g.family, step, g.group, i)
         for g in sorted(groups, key=lambda g: g.group)
         for i, r in enumerate(g.reflections)
         if r is not None
@@ -111,10 +129,10 @@ def shuffled_assignment(
     current = step_donors(groups, 0 if isinstance(step, str) else step)
     out = Assignment({})
     for g in groups:
-        others = [d for d in current if d.item != g.item]
+        others = [d for d in current if d.item != g.item and d.family == g.family]
         from_previous = not others
         if from_previous:
-            others = [d for d in previous if d.item != g.item]
+            others = [d for d in previous if d.item != g.item and d.family == g.family]
         chosen: list[Donor | None] = []
         for i, own in enumerate(g.reflections):
             if own is None:
@@ -138,25 +156,36 @@ def _draw(own: Reflection, donors: Sequence[Donor], rng: random.Random) -> Donor
 
 
 def read_pool(run_dir: Path, step: int) -> list[Donor]:
-    """The donors of the last step before `step` that had any (empty when there is none)."""
+    """Per family, the donors of the last step before `step` that had some (module docstring)."""
     entries = _read(run_dir / POOL_FILE)
-    earlier = [s for s in entries if s < step]
-    if not earlier:
-        return []
-    return [Donor(**{**d, "keys": tuple(d["keys"])}) for d in entries[max(earlier)]]
+    latest = _latest_per_family(entries, step)
+    return [
+        Donor(**{**d, "keys": tuple(d["keys"])})
+        for s in sorted(set(latest.values()))
+        for d in entries[s]
+        if latest[d["family"]] == s
+    ]
 
 
 def write_pool(run_dir: Path, step: int, donors: Sequence[Donor]) -> None:
-    """Keep `donors` as step `step`'s pool, with the last earlier pool (a step redone after a
-    resume then still finds its predecessor's)."""
+    """Keep `donors` as step `step`'s, with the earlier steps still the last of a family (a
+    step redone after a resume then still finds its predecessors')."""
     if not donors:
         return
     path = run_dir / POOL_FILE
     entries = _read(path)
-    earlier = [s for s in entries if s < step]
-    kept = {max(earlier): entries[max(earlier)]} if earlier else {}
+    kept = {s: entries[s] for s in set(_latest_per_family(entries, step).values())}
     kept[step] = [asdict(d) for d in donors]
     write_atomic(path, json.dumps({str(k): v for k, v in sorted(kept.items())}) + "\n")
+
+
+def _latest_per_family(entries: dict[int, list[dict]], step: int) -> dict[str, int]:
+    """Family -> the last step before `step` that kept donors of it."""
+    latest: dict[str, int] = {}
+    for s in sorted(k for k in entries if k < step):
+        for d in entries[s]:
+            latest[d["family"]] = s
+    return latest
 
 
 def _read(path: Path) -> dict[int, list[dict]]:

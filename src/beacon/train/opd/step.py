@@ -180,7 +180,7 @@ def borrow_reflections(
     folder and keep this step's for the next (`beacon.train.opd.shuffled`)."""
     acc = parts.policy.accelerator
     local = [
-        GroupReflections(d.slot, d.group.sample.id, d.assembly.reflections)
+        GroupReflections.of(d.slot, d.group.sample, d.assembly.reflections)
         for d in distilled
         if d.assembly is not None
     ]
