@@ -30,11 +30,26 @@ def test_bad_settings_all_reported() -> None:
         load_config(
             RevueConfig,
             overrides=["k_support=0", "alpha=0.0", "lam=1.0", "weighting=mask_middle",
-                       "chunk_size=0"],
+                       "chunk_size=0", "reflection_source=swapped"],
         )  # fmt: skip
     problems = err.value.problems
-    assert len(problems) == 5, problems
+    assert len(problems) == 6, problems
     assert any("mask_middle" in p and "mask_top" in p for p in problems)
+    assert any("swapped" in p and "shuffled" in p for p in problems)
+
+
+def test_a_shuffled_control_needs_a_reflection_teacher(tmp_path) -> None:
+    from tests.train.opd_helpers import opd_settings
+
+    from beacon.train.opd.config import OPDConfig
+
+    cfg = opd_settings(tmp_path, tmp_path, tmp_path / "run", revue__reflection_source="shuffled")
+    assert OPDConfig.model_validate(cfg).revue.reflection_source == "shuffled"
+    assert RevueConfig().reflection_source == "own"
+    cfg["teacher"]["context"] = "base"
+    needs = r"reflection_source=shuffled.*teacher\.context=reflection"
+    with pytest.raises(ValueError, match=needs):
+        OPDConfig.model_validate(cfg)
 
 
 def test_loads_through_the_project_config_loader() -> None:
