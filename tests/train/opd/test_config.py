@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 
 from beacon.config import ConfigError, load_config
-from beacon.train.opd.config import ALPHA_SWEEP, RevueConfig
+from beacon.train.opd.config import ALPHA_SWEEP, OPDConfig, RevueConfig
 from beacon.train.opd.impact_weights import WEIGHTINGS
+
+from ..opd_helpers import opd_settings
 
 
 def test_defaults_are_the_papers() -> None:
@@ -39,10 +41,6 @@ def test_bad_settings_all_reported() -> None:
 
 
 def test_a_shuffled_control_needs_a_reflection_teacher(tmp_path) -> None:
-    from tests.train.opd_helpers import opd_settings
-
-    from beacon.train.opd.config import OPDConfig
-
     cfg = opd_settings(tmp_path, tmp_path, tmp_path / "run", revue__reflection_source="shuffled")
     assert OPDConfig.model_validate(cfg).revue.reflection_source == "shuffled"
     assert RevueConfig().reflection_source == "own"
