@@ -365,8 +365,8 @@ def uniform_high_share(
 ) -> tuple[float, float] | None:
     """(sum of the per-token losses at the High positions, sum over all positions), both over
     |T|: the High group's part of the uniform (unweighted) trajectory loss, before any
-    reweighting (design R6: at a share >= 0.6 the weights have little room). None without
-    usable impacts (no reflection, |T| < 2, all zero or not finite)."""
+    reweighting (at a share >= 0.6 the weights have little room to move the gradient). None
+    without usable impacts (no reflection, |T| < 2, all zero or not finite)."""
     n = int(kl.numel())
     usable = impact is not None and impact.shape == (n,) and n >= 2
     if not usable or not bool(torch.isfinite(impact).all()) or not bool((impact != 0).any()):
