@@ -139,6 +139,25 @@ def test_a_context_that_hurts_the_teacher_is_reported_then_refused(
         run_opd(OPDConfig.model_validate(settings), resume=True)
 
 
+@pytest.mark.slow
+def test_a_shuffled_control_whose_context_hurts_only_warns(
+    tuned: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The content control reads other items' reflections: a context that hurts is expected
+    there, so even on_context_hurts=error trains on, with the measurement in the log."""
+    out = tmp_path / "run"
+    settings = checked(tuned / "checkpoint-8", tuned / "checkpoint-24", out, context="reflection")
+    settings["teacher_check"]["on_context_hurts"] = "error"
+    settings["revue"]["reflection_source"] = "shuffled"
+    with caplog.at_level(logging.WARNING, logger="beacon.train.opd.probe"):
+        run_opd(OPDConfig.model_validate(settings))
+    effect = read_check(out).context
+    assert effect is not None and effect.hurts(0.01)
+    assert "reflection_source=shuffled" in caplog.text and "context lowers" in caplog.text
+    (metrics,) = read_metrics(out / "metrics.jsonl")
+    assert metrics["revue/shuffled"] == 1
+
+
 def test_accuracy_decides_first_then_the_logprob_gain() -> None:
     def check(teacher: float | None, student: float, gain: float | None) -> TeacherCheck:
         logprob = None if gain is None else -1.0

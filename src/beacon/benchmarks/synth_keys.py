@@ -38,7 +38,9 @@ machine. `metadata` holds `kind`, `layout`, `key` (k), `colour` (`grey` / `red`)
 cell number, 1..8), `named` (the cell the key names under the item's convention: the target,
 except for `marked`, where it is the decoy's), `key_box`, `cell_boxes` and `digits` (cells
 1..8 in reading order), `region` (the target's box) and `regions` (the evidence a scripted critic
-needs: [key box, target box]; `marked`: [target box]). The answer is the target's digit.
+needs: [key box, target box]; `marked`: [target box]) and, for `keyed` and `told`, `decision_box`
+(the key box: cropping it first is the decision GRPO's `rl/decision_rate` follows). The answer is
+the target's digit.
 
 What is not covered: the demo's SFT share of red keys (2% of plain `told` rows) is a
 `SynthKeysTold(red_share=...)` instance, not a registered name.
@@ -175,6 +177,8 @@ def _generate(seed: int, index: int, kind: str, red_share: float) -> Sample:
         "image_size": [SIZE, SIZE],
         "seed": seed,
     }
+    if kind != "marked":  # the key is the decisive first crop (`rl/decision_rate`)
+        metadata["decision_box"] = list(key_box)
     if kind == "keyed":
         metadata["hint"] = KEYED_HINT
     return Sample(

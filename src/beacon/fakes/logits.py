@@ -6,8 +6,9 @@ scripts `turns[n]`; unlike a forcing script, the model's own logits choose among
 tokens, so sampling picks a script by the policy's probabilities and training moves them: real
 rewards, real advantages, real updates, on CPU in seconds (GRPO on the tiny model would otherwise
 drop every group). `synth_choices` builds one for synth items: turn 0 answers one of the given
-items' answers or crops; turn 1 (after the crop's observation) answers. `NoEndOfSequence` keeps a
-request running to its max_tokens. Not for real models.
+items' answers or crops; turn 1 (after the crop's observation) answers. `HintGate` steers rows
+sampled with a hint apart from the others. `NoEndOfSequence` keeps a request running to its
+max_tokens. Not for real models.
 
 An engine takes them as `HFEngine(logits_processors=[...])`, or, where the engine is built inside
 a recipe, as a factory of the tokenizer (`run_grpo(cfg, logits_processors=...)`,
@@ -90,6 +91,28 @@ def synth_choices(tokenizer: Any, answers: Sequence[str]) -> ScriptChoice:
     scripted = [tokenizer.encode(f"<answer>{a}</answer>") for a in answers]
     marker = tokenizer.encode("</sandbox_output>")[0]
     return ScriptChoice([[*scripted, tokenizer.encode(CROP_CALL)], scripted], marker)
+
+
+class HintGate:
+    """Logits processor: rows whose ids hold `marker` (a hint's token ids, so: sampled with the
+    hint in the prompt) are steered by `hinted`, the others by `plain`. A test makes the
+    un-hinted groups all wrong and lets hinted ones answer right, so HGCE rescues exactly where
+    the hint text reached the prompt."""
+
+    def __init__(self, marker: Sequence[int], hinted: ScriptChoice, plain: ScriptChoice) -> None:
+        if not marker:
+            raise ValueError("HintGate needs the non-empty token ids of a hint to look for")
+        self.marker, self.hinted, self.plain = list(marker), hinted, plain
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        out = torch.empty_like(scores)
+        for row in range(input_ids.shape[0]):
+            ids = input_ids[row].tolist()
+            size = len(self.marker)
+            seen = any(ids[i : i + size] == self.marker for i in range(len(ids) - size + 1))
+            steer = self.hinted if seen else self.plain
+            out[row : row + 1] = steer(input_ids[row : row + 1], scores[row : row + 1])
+        return out
 
 
 class NoEndOfSequence:

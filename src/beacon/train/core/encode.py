@@ -212,6 +212,21 @@ def training_sequence(trajectory: Trajectory) -> TrainingSequence:
     )
 
 
+def code_digit_mask(trajectory: Trajectory, decode: Callable[[list[int]], str]) -> list[bool]:
+    """Per token of `training_sequence(trajectory).token_ids` (the original prompt when hinted):
+    True on a generated code token whose text (`decode([id])`) holds a digit. These are the crop
+    coordinates a tool call writes, the decisive tokens of a crop: which box it takes."""
+    hinted = trajectory.original_prompt is not None
+    prompt = trajectory.original_prompt if hinted else trajectory.segments[0]
+    flags = [False] * len(prompt.token_ids)
+    for segment in trajectory.segments[1:]:
+        code = segment.role == "generated" and segment.kind == "code"
+        flags.extend(
+            code and any(ch.isdigit() for ch in decode([token])) for token in segment.token_ids
+        )
+    return flags
+
+
 def without_hint(trajectory: Trajectory) -> Trajectory:
     """The hinted trajectory with its original prompt in front: what the policy trains on.
 

@@ -64,6 +64,8 @@ class GroupOutcomes:
     `response_tokens[i]` is response i's generated-token count (statistics only; may be empty).
     `truncated[i]`: a budget cut response i off before it answered (over-turn masking; may be
     empty: none was).
+    `decision[i]`: response i's first crop holds the item's decision box (`decided`; empty:
+    the item names no decision box).
     """
 
     correct: tuple[bool, ...]
@@ -73,6 +75,7 @@ class GroupOutcomes:
     hinted: bool = False
     response_tokens: tuple[int, ...] = field(default=())
     truncated: tuple[bool, ...] = field(default=())
+    decision: tuple[bool, ...] = field(default=())
 
     def __post_init__(self) -> None:
         sizes = {len(self.correct), len(self.used_tool), len(self.format_ok)}
@@ -80,6 +83,8 @@ class GroupOutcomes:
             sizes.add(len(self.response_tokens))
         if self.truncated:
             sizes.add(len(self.truncated))
+        if self.decision:
+            sizes.add(len(self.decision))
         if len(sizes) != 1:
             raise ValueError(
                 f"a group needs one correct / used_tool / format_ok flag per response, got "
@@ -105,8 +110,9 @@ class GroupOutcomes:
         flags = [True] * len(correct) if format_ok is None else format_ok
         if "response_tokens" in kwargs:
             kwargs["response_tokens"] = tuple(int(n) for n in kwargs["response_tokens"])
-        if "truncated" in kwargs:
-            kwargs["truncated"] = tuple(bool(t) for t in kwargs["truncated"])
+        for name in ("truncated", "decision"):
+            if name in kwargs:
+                kwargs[name] = tuple(bool(t) for t in kwargs[name])
         return cls(
             correct=tuple(bool(c) for c in correct),
             used_tool=tuple(bool(u) for u in used_tool),
@@ -137,6 +143,7 @@ class GroupOutcomes:
             hinted=self.hinted,
             response_tokens=pick(self.response_tokens),
             truncated=pick(self.truncated),
+            decision=pick(self.decision),
         )
 
     @property
@@ -152,6 +159,10 @@ class GroupOutcomes:
 
 logger = logging.getLogger(__name__)
 
+DECISION_CROP_AREA = 4.0
+"""`decided`: a crop of a box is at most this many times the box's area. The demo's expert crops
+a `synth_keys` box exactly (1x); a crop that also holds a neighbouring box of that grid is over
+4x (two stacked 40x48 boxes 149 px apart: 40 x 197, 4.1x)."""
 CONFIDENCE_THRESHOLD = 0.85  # seed 001: confidence > 0.85 -> easy
 MIN_HARD_SHARE = 0.2  # seed 001: below 20% hard items the tool skills are not reinforced
 RECOMMENDED_HARD_SHARE = 0.3
@@ -162,6 +173,37 @@ def item_label(metadata: Mapping[str, Any]) -> Difficulty | None:
     None when it has none: what the run "labels easy" for rewards and health metrics."""
     label = metadata.get("difficulty")
     return label if label in ("easy", "hard") else None
+
+
+def item_decision_box(metadata: Mapping[str, Any]) -> list[int] | None:
+    """The box (x0, y0, x1, y1, pixels of the item's first image) whose crop is the item's
+    decisive first move, from `metadata["decision_box"]` (`synth_keys`: the key), or None when
+    the item names none: what `rl/decision_rate` is measured on."""
+    box = metadata.get("decision_box")
+    return [int(v) for v in box] if box is not None else None
+
+
+def first_crop(trajectory: Trajectory) -> tuple[int, int, int, int] | None:
+    """The box of the episode's first crop, as the sandbox recorded it (`ToolCall.image_crops`,
+    in the input image's frame), or None when no call returned a crop it could place."""
+    for call in trajectory.tool_calls:
+        for crop in call.image_crops:
+            if crop is not None and crop.frame == 0:
+                return crop.box
+    return None
+
+
+def decided(trajectory: Trajectory, box: Sequence[int]) -> bool:
+    """True when the episode's first crop is a crop of `box`: it holds the whole box and is at
+    most `DECISION_CROP_AREA` times its area (a crop of the whole image, or of several boxes,
+    holds it too but decides nothing about it)."""
+    crop = first_crop(trajectory)
+    if crop is None:
+        return False
+    x0, y0, x1, y1 = (int(v) for v in box)
+    holds = crop[0] <= x0 and crop[1] <= y0 and x1 <= crop[2] and y1 <= crop[3]
+    area = (crop[2] - crop[0]) * (crop[3] - crop[1])
+    return holds and area <= DECISION_CROP_AREA * max((x1 - x0) * (y1 - y0), 1)
 
 
 def label_from_passes(passes: int, attempts: int, easy_threshold: float = 0.5) -> Difficulty:
@@ -278,7 +320,10 @@ def format_reward(trajectory: Trajectory) -> float:
 
 
 def group_outcomes(
-    trajectories: Sequence[Trajectory], correct: Sequence[bool], label: Difficulty | None = None
+    trajectories: Sequence[Trajectory],
+    correct: Sequence[bool],
+    label: Difficulty | None = None,
+    decision_box: Sequence[int] | None = None,
 ) -> GroupOutcomes:
     """One group's record from its G trajectories and the verifier's verdicts on them.
 
@@ -287,7 +332,8 @@ def group_outcomes(
     only, and counting it as text would let it flip its group into the "text suffices" branch.
     (Evaluation's `used_tool` counts executed calls only; with well-formed calls they agree.)
     Format is `format_check`; the group is hinted when its trajectories were sampled in mode
-    "hinted" (they must agree).
+    "hinted" (they must agree). With the item's `decision_box` (`item_decision_box`), each
+    response also records whether its first crop holds that box (`decided`).
     """
     modes = {t.mode == "hinted" for t in trajectories}
     if len(modes) > 1:
@@ -300,4 +346,5 @@ def group_outcomes(
         hinted=modes == {True},
         response_tokens=[t.response_tokens for t in trajectories],
         truncated=[t.truncated for t in trajectories],
+        decision=[] if decision_box is None else [decided(t, decision_box) for t in trajectories],
     )

@@ -268,6 +268,8 @@ class StepStats:
     groups_rescued: int
     hinted_accuracy: float
     truncated: int = 0  # responses a budget cut off before they answered
+    decision_rate: float = math.nan  # un-hinted responses whose first crop is the decision box
+    decision_rollouts: int = 0  # un-hinted responses of items that name a decision box
     dropped_by_reason: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, float | int]:
@@ -300,6 +302,7 @@ def step_stats(
     ma = mode_adaptiveness(ItemOutcomes(easy, accuracy, used, easy), np.ones(len(own)))
     lengths = [g.response_tokens[j] for g, j in flat if g.response_tokens]
     hinted = [i for i, g in enumerate(groups) if g.hinted]
+    decisions = [d for i in own for d in groups[i].decision]
     kept_own = sum(verdict.keep[i] for i in own)
     return StepStats(
         reward_mean=_mean([rewards[i][j] for i in own for j in range(groups[i].size)]),
@@ -318,6 +321,8 @@ def step_stats(
         groups_rescued=sum(verdict.keep[i] for i in hinted),
         hinted_accuracy=_mean([c for i in hinted for c in groups[i].correct]),
         truncated=sum(sum(groups[i].truncated) for i in own),
+        decision_rate=_mean(decisions),
+        decision_rollouts=len(decisions),
         dropped_by_reason=count_reasons([verdict.reasons[i] for i in own]),
     )
 

@@ -19,6 +19,15 @@ generated-token count (token_mean) over all processes, so micro-batch and per-pr
 add up to the step's loss; micro-batches run and back-propagate as every trainer's do
 (`train.core.loop.accumulate` and `backward`).
 
+Hinted rows (`HintRatio`, `rl/hint_*`, under no gradient): over the generated tokens of the HGCE
+rows, the mean log r_t = log π_θ(o_t | q) − log π_old(o_t | q + hint), the same mean on the crop
+coordinates inside code (`code_digit_mask`: which box a crop takes, the decisive tokens of a
+crop), and the share of tokens whose clipped term the loss takes, apart for rows with A > 0
+(successes, r > 1 + ε_high cut) and A < 0 (hint-ignoring failures, r < 1 − ε cut): which term
+drives. One update per rollout batch means every micro-batch runs before the optimizer step,
+at the weights that sampled the rollouts, so these are read before the policy moves:
+log r_t is the hint's own effect on the token at fixed weights.
+
 Health (`beacon.train.core.health`, under no gradient): the same forward gives the sampler log-prob
 gap (un-hinted rows: their sampled context is the trained one) and the entropy at every
 generated position of the rows it trains on, or of the one placeholder row when none is kept.
@@ -48,9 +57,10 @@ whole optimizer batch) so that micro-batch losses add up to the full-batch loss 
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import torch
@@ -61,6 +71,7 @@ from beacon.train.core.collate import IGNORE_INDEX, ModelBatch, plan_buckets
 from beacon.train.core.encode import (
     EncodedTrajectory,
     align_old_logprobs,
+    code_digit_mask,
     encode_trajectory,
     token_logprobs,
     training_sequence,
@@ -85,6 +96,7 @@ class PolicyRow:
     advantage: float
     weight: int = 1
     sampler_logprobs: list[float] | None = None  # on `encoded` positions; un-hinted rows only
+    coords: list[bool] | None = None  # on `encoded` positions: crop coordinates; hinted rows only
 
 
 @dataclass
@@ -97,6 +109,48 @@ class StepTotals:
     def normalizer(self, aggregation: str) -> float:
         count = self.sequences if aggregation == "sequence_mean" else self.loss_tokens
         return float(max(count, 1))
+
+
+@dataclass
+class HintRatio:
+    """Sums over the generated tokens of a step's HGCE rows (module docstring, "Hinted rows"):
+    log r_t, on all of them and on the crop coordinates, and how many of them the clip cut,
+    by the sign of their row's advantage. `as_metrics` gives the `rl/hint_*` lines."""
+
+    log_ratio_sum: float = 0.0
+    tokens: int = 0
+    coords_log_ratio_sum: float = 0.0
+    coords_tokens: int = 0
+    clipped_pos: int = 0
+    tokens_pos: int = 0
+    clipped_neg: int = 0
+    tokens_neg: int = 0
+
+    def add(self, other: HintRatio) -> None:
+        """Add another batch's sums (micro-batches) into these."""
+        for name, value in vars(other).items():
+            setattr(self, name, getattr(self, name) + value)
+
+    def as_list(self) -> list[float]:
+        """The sums in field order, for a reduction over processes (`from_list` reads them)."""
+        return [float(v) for v in vars(self).values()]
+
+    @classmethod
+    def from_list(cls, values: Sequence[float]) -> HintRatio:
+        return cls(*(type(f.default)(v) for f, v in zip(fields(cls), values, strict=True)))
+
+    def as_metrics(self) -> dict[str, float | int]:
+        """Means and shares (NaN where no token was counted), and the token counts behind them."""
+        return {
+            "rl/hint_log_ratio": _share(self.log_ratio_sum, self.tokens),
+            "rl/hint_log_ratio_coords": _share(self.coords_log_ratio_sum, self.coords_tokens),
+            "rl/hint_clipped_pos": _share(self.clipped_pos, self.tokens_pos),
+            "rl/hint_clipped_neg": _share(self.clipped_neg, self.tokens_neg),
+            "rl/hint_tokens": self.tokens,
+            "rl/hint_tokens_coords": self.coords_tokens,
+            "rl/hint_tokens_pos": self.tokens_pos,
+            "rl/hint_tokens_neg": self.tokens_neg,
+        }
 
 
 @dataclass
@@ -116,6 +170,7 @@ class UpdateResult:
     old_logprobs_s: float = 0.0
     update_s: float = 0.0
     health: TokenHealth = field(default_factory=TokenHealth)
+    hint: HintRatio = field(default_factory=HintRatio)
 
 
 @dataclass
@@ -126,6 +181,44 @@ class MicroLoss:
     kl: torch.Tensor
     batch: ModelBatch
     health: TokenHealth
+    hint: HintRatio
+
+
+def _share(total: float, count: int) -> float:
+    return total / count if count else math.nan
+
+
+def hint_ratio_sums(
+    logp: Tensor,
+    old_logp: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    hinted: Tensor,
+    coords: Tensor,
+    clip_eps: float,
+    clip_eps_high: float | None = None,
+) -> HintRatio:
+    """`HintRatio` of one batch: logp, old_logp, mask (generated tokens, row weight applied) and
+    coords are [B, T]; advantages and hinted (the row's old log-probs are the hinted prompt's)
+    are [B]. A token is clipped when `grpo_loss` takes its clipped term (its gradient is cut):
+    r > 1 + ε_high at A > 0, r < 1 − ε at A < 0."""
+    high = clip_eps if clip_eps_high is None else clip_eps_high
+    on = mask.bool() & hinted.bool()[:, None]
+    log_ratio = logp.detach() - old_logp.detach()
+    ratio = log_ratio.exp()
+    adv = advantages[:, None].expand_as(on)
+    pos, neg = on & (adv > 0), on & (adv < 0)
+    coords_on = on & coords.bool()
+    return HintRatio(
+        log_ratio_sum=float(log_ratio[on].sum()),
+        tokens=int(on.sum()),
+        coords_log_ratio_sum=float(log_ratio[coords_on].sum()),
+        coords_tokens=int(coords_on.sum()),
+        clipped_pos=int((pos & (ratio > 1.0 + high)).sum()),
+        tokens_pos=int(pos.sum()),
+        clipped_neg=int((neg & (ratio < 1.0 - clip_eps)).sum()),
+        tokens_neg=int(neg.sum()),
+    )
 
 
 def policy_rows(
@@ -135,12 +228,14 @@ def policy_rows(
     rows = []
     for traj, adv in zip(trajectories, advantages, strict=True):
         encoded = encode_trajectory(traj, tokenizer)
-        sampling, sampler = None, None
+        sampling, sampler, coords = None, None, None
         if traj.original_prompt is not None:
             sampling = encode_trajectory(replace(traj, original_prompt=None), tokenizer)
+            coords = code_digit_mask(traj, tokenizer.decode)
         else:
             sampler = training_sequence(traj).sampler_logprobs
-        rows.append(PolicyRow(encoded, sampling, float(adv), sampler_logprobs=sampler))
+        row = PolicyRow(encoded, sampling, float(adv), sampler_logprobs=sampler, coords=coords)
+        rows.append(row)
     return rows
 
 
@@ -225,6 +320,7 @@ def policy_update(
         result.padded_tokens += micro.batch.input_ids.numel()
         result.microbatches += 1
         result.health.add(micro.health)
+        result.hint.add(micro.hint)
     result.update_s = time.perf_counter() - start
     return result
 
@@ -262,7 +358,16 @@ def _microbatch_loss(
     )
     kl = aggregate(k3_kl(logp.detach(), old), mask, "token_mean", normalizer=max(step_tokens, 1))
     generated = batch.labels != IGNORE_INDEX  # a weight-0 placeholder row is measured too
-    return MicroLoss(out, kl, batch, _health(rows, logits.detach(), logp.detach(), generated))
+    health = _health(rows, logits.detach(), logp.detach(), generated)
+    hinted = torch.tensor([h is not None for h in old_hinted], device=logp.device)
+    coords = torch.zeros_like(mask, dtype=torch.bool)
+    for j, row in enumerate(rows):
+        if row.coords is not None:
+            coords[j, : len(row.coords)] = torch.tensor(row.coords, dtype=torch.bool)
+    hint = hint_ratio_sums(
+        logp.detach(), old, adv, mask, hinted, coords, loss_cfg.clip_eps, loss_cfg.clip_eps_high
+    )
+    return MicroLoss(out, kl, batch, health, hint)
 
 
 def _health(
@@ -293,6 +398,7 @@ def reduce_update(accelerator: Any, local: UpdateResult) -> UpdateResult:
             local.ratio_mean,
             local.kl,
             *local.health.as_list(),
+            *local.hint.as_list(),
         ],
         dtype=torch.float64,
         device=accelerator.device,
@@ -313,6 +419,7 @@ def reduce_update(accelerator: Any, local: UpdateResult) -> UpdateResult:
         kl=total[7],
         ratio_max=float(ratio_max[0]),
         health=TokenHealth.from_list(total[8:12]),
+        hint=HintRatio.from_list(total[12:]),
     )
 
 

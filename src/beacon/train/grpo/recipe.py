@@ -44,7 +44,12 @@ from beacon.rollout import Group, Rollouts, RolloutStats
 from beacon.train.core import train_loop as loop
 from beacon.train.core.checkpoint import TrainState
 from beacon.train.core.health import group_health
-from beacon.train.core.outcomes import GroupOutcomes, group_outcomes, item_label
+from beacon.train.core.outcomes import (
+    GroupOutcomes,
+    group_outcomes,
+    item_decision_box,
+    item_label,
+)
 from beacon.train.core.setup import build_policy, open_run
 from beacon.train.core.weight_sync import WeightSync, rollout_engine
 from beacon.train.grpo.config import GRPOConfig
@@ -101,8 +106,12 @@ def sync_weights(parts: GRPOParts) -> None:
 
 
 def outcomes(group: Group) -> GroupOutcomes:
-    """The group's record for `beacon.train.grpo` (the item's difficulty label when it has one)."""
-    return group_outcomes(group.trajectories, group.correct, item_label(group.sample.metadata))
+    """The group's record for `beacon.train.grpo` (the item's difficulty label and decision box
+    when it has them)."""
+    meta = group.sample.metadata
+    return group_outcomes(
+        group.trajectories, group.correct, item_label(meta), item_decision_box(meta)
+    )
 
 
 def gather_outcomes(acc: Any, local: list[GroupOutcomes]) -> tuple[list[GroupOutcomes], int]:
@@ -203,6 +212,7 @@ def grpo_step(parts: GRPOParts, cfg: GRPOConfig, state: TrainState) -> loop.Step
         **{f"rl/{k}": v for k, v in scores.stats.as_dict().items()},
         **group_health(gathered, scores.rewards),
         **update.health.as_metrics(),
+        **update.hint.as_metrics(),
         **loop.rollout_drops(acc, stats),
         "rl/hint_missing": int(counts[0]),
         "rl/hint_refused": int(counts[1]),

@@ -57,6 +57,13 @@ class RevueConfig(StrictModel):
         2, description="extra critic attempts after a failed or unparsable reply"
     )
     critic_timeout_s: float = Field(120.0, description="one critic attempt's time limit")
+    reflection_source: str = Field(
+        "own",
+        description="own: each rollout's teacher reads its own reflection (ReVuE); shuffled: "
+        "the content control, each reads a whole reflection (text and support images) that "
+        "was assembled for another item, drawn from the seed and step "
+        "(beacon.train.opd.shuffled); a teacher check that finds it hurts then only warns.",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> RevueConfig:
@@ -66,6 +73,7 @@ class RevueConfig(StrictModel):
     def validate(self) -> list[str]:  # type: ignore[override]  # BaseModel.validate is deprecated
         """Cross-field problems, reported with every other config problem at once."""
         from beacon.train.opd.impact_weights import WEIGHTINGS
+        from beacon.train.opd.shuffled import REFLECTION_SOURCES
 
         problems = []
         if self.k_support < 1:
@@ -81,6 +89,11 @@ class RevueConfig(StrictModel):
         for name in ("chunk_size", "critic_max_tokens"):
             if getattr(self, name) < 1:
                 problems.append(f"{name}: must be >= 1, got {getattr(self, name)}")
+        if self.reflection_source not in REFLECTION_SOURCES:
+            problems.append(
+                f"reflection_source: unknown {self.reflection_source!r}; choose one of "
+                f"{list(REFLECTION_SOURCES)}"
+            )
         if self.critic_max_tool_images < 0 or self.critic_retries < 0:
             problems.append("critic_max_tool_images and critic_retries must be >= 0")
         return problems
@@ -220,6 +233,12 @@ class OPDConfig(StrictModel):
         if self.teacher.context not in TEACHER_CONTEXTS:
             choices = sorted(TEACHER_CONTEXTS)
             raise ValueError(f"teacher.context={self.teacher.context!r}; choose one of {choices}")
+        if self.revue.reflection_source == "shuffled" and self.teacher.context != "reflection":
+            raise ValueError(
+                f"revue.reflection_source=shuffled swaps the reflections between items, but "
+                f"teacher.context={self.teacher.context!r} reads none; set "
+                f"teacher.context=reflection, or revue.reflection_source=own"
+            )
         critic = self.critic
         if critic.kind == "scripted" and critic.base_url is not None:
             raise ValueError(

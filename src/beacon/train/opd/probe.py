@@ -12,7 +12,9 @@ gt teacher is also compared with its base prompt on those continuations, overall
 digits written in code (the crop coordinates): ReVuE up-weights the positions its context
 moves, so a context that lowers them (by more than `context_tolerance`) corrupts the targets it
 weights most. Each finding warns or stops (`on_fail`, `on_context_hurts`); `teacher_check.json`
-records it, and a resume reads it back.
+records it, and a resume reads it back. A shuffled-reflection control
+(`revue.reflection_source: shuffled`) is measured with its borrowed reflections, and a context
+that hurts only warns there: another item's reflection is expected to mislead the teacher.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from beacon.train.opd.score import supervised_positions
 from beacon.train.opd.step import (
     Distilled,
     OPDParts,
+    borrow_reflections,
     collect,
     collect_critic,
     conditioned_scores,
@@ -167,6 +170,8 @@ def _context_effect(
     if context == "reflection":
         submit_critic(parts, distilled, 0)  # logged in critic.jsonl as step 0
         collect_critic(distilled)
+        if parts.cfg.revue.reflection_source == "shuffled":
+            borrow_reflections(parts, distilled, SCOPE, keep=False)
     plain, conditioned, coordinates = [], [], []
     for (d, i), logprobs in zip(correct, base, strict=True):
         scores = conditioned_scores(parts, d, i)
@@ -219,13 +224,23 @@ def teacher_check(
             write_atomic(path, check.model_dump_json(indent=2) + "\n")
     logger.info("teacher check: %s", check.line())
     if check.context is not None and check.context.hurts(cfg.context_tolerance):
-        _fail(
+        problem = (
             f"the teacher's context lowers its log-prob of correct continuations "
-            f"({check.context.line()}); ReVuE's weights would favour those targets",
-            "teacher_check.on_context_hurts",
-            cfg.on_context_hurts,
-            "Teach the teacher to read its context, or distil with teacher.context=base",
+            f"({check.context.line()}); ReVuE's weights would favour those targets"
         )
+        if parts.cfg.revue.reflection_source == "shuffled":
+            logger.warning(
+                "teacher check: %s (revue.reflection_source=shuffled: the content control's "
+                "borrowed reflections are meant to mislead; training anyway)",
+                problem,
+            )
+        else:
+            _fail(
+                problem,
+                "teacher_check.on_context_hurts",
+                cfg.on_context_hurts,
+                "Teach the teacher to read its context, or distil with teacher.context=base",
+            )
     if not check.better(cfg.min_logprob_gain):
         _fail(
             f"the teacher is not better than the student on the student's own rollouts "

@@ -92,6 +92,18 @@ def supervised_positions(encoded: EncodedTrajectory) -> Tensor:
     return mask.nonzero().squeeze(-1)
 
 
+def first_divergence(encoded: EncodedTrajectory, reference: EncodedTrajectory) -> int | None:
+    """Where `encoded` first leaves `reference`, a continuation of the same prompt: the index
+    into `supervised_positions(encoded)` of the first token that differs, or None when the ids
+    agree up to the shorter one's end or first differ at a token `encoded` does not supervise
+    (its prompt, an observation)."""
+    ids, ref = encoded.input_ids, reference.input_ids
+    first = next((t for t, (a, b) in enumerate(zip(ids, ref, strict=False)) if a != b), None)
+    if first is None or first == 0 or not encoded.loss_mask[first]:
+        return None
+    return int((supervised_positions(encoded) < first).sum())
+
+
 class SequenceScorer:
     """Scores of one model on one encoded sequence (images through `pixels`), each from one
     forward of `model` (module docstring). `model` is what is called: the prepared student (a

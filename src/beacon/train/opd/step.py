@@ -45,13 +45,29 @@ from beacon.train.opd.assemble import (
 )
 from beacon.train.opd.conditioning import reflection_text
 from beacon.train.opd.critic import build_critic_request
-from beacon.train.opd.impact_weights import WEIGHTINGS, AdoptedTarget, adopted_target
+from beacon.train.opd.impact_weights import (
+    WEIGHTINGS,
+    AdoptedTarget,
+    adopted_target,
+    high_count,
+    impact_order,
+)
 from beacon.train.opd.score import (
     SequenceScorer,
     conditioned_sequence,
+    first_divergence,
     health_metrics,
     supervised_positions,
     trajectory_health,
+)
+from beacon.train.opd.shuffled import (
+    Assignment,
+    Donor,
+    GroupReflections,
+    read_pool,
+    shuffled_assignment,
+    step_donors,
+    write_pool,
 )
 from beacon.train.opd.states import observed_states
 from beacon.train.opd.topk import TeacherScores, batch_loss, topk_reverse_kl, trajectory_loss
@@ -104,6 +120,9 @@ class Distilled:
     shown: frozenset[str] = frozenset()
     critic_attempts: int = 0
     aligned: list[bool] = field(default_factory=list)
+    borrowed: list[Donor | None] | None = None
+    """`revue.reflection_source: shuffled`: the reflection each rollout gets instead of its own
+    (`beacon.train.opd.shuffled`); None: its own."""
 
     @property
     def labels(self) -> list[bool]:
@@ -153,6 +172,28 @@ def collect_critic(distilled: list[Distilled]) -> None:
             logger.warning("critic output rejected: %s", "; ".join(d.assembly.problems))
 
 
+def borrow_reflections(
+    parts: OPDParts, distilled: list[Distilled], step: int | str, keep: bool = True
+) -> Assignment:
+    """The shuffled control: give each rollout another item's reflection (`d.borrowed`), drawn
+    over the groups of every process; with `keep`, read the earlier steps' donors from the run
+    folder and keep this step's for the next (`beacon.train.opd.shuffled`)."""
+    acc = parts.policy.accelerator
+    local = [
+        GroupReflections.of(d.slot, d.group.sample, d.assembly.reflections)
+        for d in distilled
+        if d.assembly is not None
+    ]
+    groups = [g for rank in loop.gather_per_rank(acc, local) for g in rank]
+    previous = read_pool(parts.run_dir, step) if keep and isinstance(step, int) else []
+    assignment = shuffled_assignment(groups, previous, parts.cfg.train.seed, step)
+    for d in distilled:
+        d.borrowed = assignment.donors.get(d.slot, [None] * len(d.encoded))
+    if keep and isinstance(step, int) and acc.is_main_process:
+        write_pool(parts.run_dir, step, step_donors(groups, step))
+    return assignment
+
+
 def no_context(parts: OPDParts, d: Distilled, i: int) -> TeacherContext:
     """Vanilla OPD: the teacher sees what the student saw."""
     return None
@@ -164,7 +205,11 @@ def gt_context(parts: OPDParts, d: Distilled, i: int) -> TeacherContext:
 
 
 def reflection_context(parts: OPDParts, d: Distilled, i: int) -> TeacherContext:
-    """ReVuE: the assembled reflection R_i and its anchor's support images, when R_i exists."""
+    """ReVuE: the assembled reflection R_i and its anchor's support images, when R_i exists;
+    in the shuffled control, the other item's reflection and images borrowed in its place."""
+    if d.borrowed is not None:
+        donor = d.borrowed[i]
+        return None if donor is None else (donor.text, donor.keys)
     reflection = d.assembly.reflections[i] if d.assembly is not None else None
     if reflection is None:
         return None
@@ -229,11 +274,13 @@ def opd_step(parts: OPDParts, state: TrainState) -> loop.StepOutput:
     slots = loop.my_share(range(take), acc)
     distilled, stats = collect(parts, [parts.samples[indices[s]] for s in slots], slots, step)
     uses_critic = cfg.teacher.context == "reflection"
+    shuffled = uses_critic and cfg.revue.reflection_source == "shuffled"
     if uses_critic:
         submit_critic(parts, distilled, step)
     base = base_scores(parts, distilled)
     if uses_critic:
         collect_critic(distilled)
+    assignment = borrow_reflections(parts, distilled, step) if shuffled else None
     work = [  # an episode that generated nothing it can learn is left out
         (g, i)
         for g, d in enumerate(distilled)
@@ -257,6 +304,11 @@ def opd_step(parts: OPDParts, state: TrainState) -> loop.StepOutput:
     if acc.is_main_process:
         _append(parts.run_dir / REVUE_LOG, sorted(records, key=lambda r: (r["group"], r["slot"])))
     metrics = step_metrics(records, groups, uses_critic)
+    if uses_critic:
+        metrics["revue/shuffled"] = int(shuffled)
+    if assignment is not None:
+        metrics["revue/shuffled_none"] = assignment.none
+        metrics["revue/shuffled_previous"] = assignment.previous
     metrics.update(loop.rollout_drops(acc, stats))
     metrics["rollout/failed"] = int(failed[0])
     loss = metrics.pop("loss")
@@ -288,6 +340,7 @@ def _trajectory(
     kl = topk_reverse_kl(z, target.scores.topk_logprobs.to(z.device))
     loss = trajectory_loss(kl, w.weights.to(kl.device))
     impact = None if target.impact is None else [round(float(x), 6) for x in target.impact]
+    high_share = uniform_high_share(kl.detach().cpu(), target.impact, cfg.alpha)
     record = {
         "step": step,
         "group": d.slot,
@@ -300,9 +353,41 @@ def _trajectory(
         "loss": float(loss.detach()),
         "impact": impact,
         "tokens": len(d.encoded[i]),
+        "uniform_high": high_share,
+        "decisive_impact": decisive_impact(d, i, target.impact),
         "health": trajectory_health(d.group.trajectories[i], d.encoded[i], student, base),
     }
     return loss, record
+
+
+def uniform_high_share(
+    kl: torch.Tensor, impact: torch.Tensor | None, alpha: float
+) -> tuple[float, float] | None:
+    """(sum of the per-token losses at the High positions, sum over all positions), both over
+    |T|: the High group's part of the uniform (unweighted) trajectory loss, before any
+    reweighting (at a share >= 0.6 the weights have little room to move the gradient). None
+    without usable impacts (no reflection, |T| < 2, all zero or not finite)."""
+    n = int(kl.numel())
+    usable = impact is not None and impact.shape == (n,) and n >= 2
+    if not usable or not bool(torch.isfinite(impact).all()) or not bool((impact != 0).any()):
+        return None
+    high = impact_order(impact.cpu())[: high_count(n, alpha)]
+    kl = kl.double()
+    return float(kl[high].sum() / n), float(kl.sum() / n)
+
+
+def decisive_impact(d: Distilled, i: int, impact: torch.Tensor | None) -> float | None:
+    """Share of trajectory i's total impact at its decisive token: where a wrong rollout first
+    leaves its group's first correct one (`score.first_divergence`). None when the rollout is
+    correct, has no correct sibling or no impact, or does not diverge at a generated token."""
+    if impact is None or d.labels[i]:
+        return None
+    reference = next((j for j, ok in enumerate(d.labels) if ok), None)
+    total = float(impact.sum())
+    if reference is None or total <= 0:
+        return None
+    position = first_divergence(d.encoded[i], d.encoded[reference])
+    return None if position is None else float(impact[position]) / total
 
 
 def _placeholder_loss(parts: OPDParts, distilled: list[Distilled]) -> torch.Tensor:
@@ -359,6 +444,7 @@ def step_metrics(
         "tool_calls_mean": sum(g["tool_calls"] for g in groups) / episodes,
         "rollout_tokens_mean": sum(g["generated_tokens"] for g in groups) / episodes,
         "impact_sparsity": impact_sparsity(impacts),
+        **mechanism_metrics(records),
         **group_health([g["outcomes"] for g in groups]),
         **health_metrics(records),
     }
@@ -374,6 +460,21 @@ def step_metrics(
         out["critic_attempts"] = sum(g.get("critic_attempts", 0) for g in groups)
         out["critic_groups_missing"] = sum(bool(g.get("missing")) for g in groups)
     return out
+
+
+def mechanism_metrics(records: list[dict[str, Any]]) -> dict[str, float | int | None]:
+    """`revue/high_share_uniform`: the High group's share of the step's uniform loss (the sum
+    over trajectories of their High parts over the sum of their uniform losses; trajectories
+    with usable impacts only); `revue/decisive_impact_share`: the mean share of a wrong
+    rollout's impact at its decisive token, and `revue/decisive_rollouts` how many had one."""
+    shares = [r["uniform_high"] for r in records if r.get("uniform_high") is not None]
+    total = sum(s[1] for s in shares)
+    decisive = [r["decisive_impact"] for r in records if r.get("decisive_impact") is not None]
+    return {
+        "revue/high_share_uniform": sum(s[0] for s in shares) / total if total > 0 else None,
+        "revue/decisive_impact_share": sum(decisive) / len(decisive) if decisive else None,
+        "revue/decisive_rollouts": len(decisive),
+    }
 
 
 def _append(path: Path, records: list[dict[str, Any]]) -> None:
