@@ -74,6 +74,7 @@ def serve_command(
     """Open the labelling page for FILE; labels are saved as they are made."""
     import uvicorn
 
+    # lazy: fastapi stays out of `beacon --help`
     from beacon.annotate.server import Session, allowed_hosts, bind, create_app, url_of
 
     try:

@@ -106,6 +106,7 @@ def hints(
     show: bool = SHOW,
 ) -> None:
     """Answer-free hints from the verified expert trajectories; leaking hints are rejected."""
+    # lazy: torch stays out of `beacon --help`
     from beacon.data.hint_writing import run_hints
 
     _run_stage(run_hints, config, set_, no_progress, show)
@@ -135,6 +136,7 @@ def data_stages(cfg: DataConfig, progress: bool) -> list[Stage]:
     """The data pipeline in order. Each stage writes `summary.json` in its folder last, so a
     stage is done once that is there; one killed midway resumes from its eval run or its
     hints.jsonl. A finished stage is rerun by its own command (after a change of settings)."""
+    # lazy: torch stays out of `beacon --help`
     from beacon.data.hint_writing import run_hints
     from beacon.runfolder import read_summary
 
@@ -159,6 +161,7 @@ def scripted_expert(
     """Serve the scripted synth expert (ground truth, not a model) over the OpenAI API."""
     import uvicorn
 
+    # lazy: torch and fastapi stay out of `beacon --help`
     from beacon.data.scripted_expert import ScriptedSynthExpert, create_scripted_app
 
     app_ = create_scripted_app(ScriptedSynthExpert(seed=seed, count=count))

@@ -131,8 +131,6 @@ def run_expert(cfg: DataConfig, progress: bool = True) -> StageSummary:
     summary = StageSummary(stage="expert", total=len(items))
     verified: list[RunTrajectory] = []
     if items:
-        from beacon.eval.runner import run_eval
-
         eval_cfg = expert_eval_config(cfg, items)
         run_eval(eval_cfg, progress=progress)
         wanted = {item.key for item in items}

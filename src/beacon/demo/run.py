@@ -37,6 +37,7 @@ TIMINGS_FILE = "timings.json"
 
 def run_demo(cfg: DemoConfig, log: Callable[[str], None]) -> Path:
     """Every stage (resuming finished work), then `report.md`; returns the report's path."""
+    # lazy: torch, matplotlib and aiohttp stay out of `beacon --help`
     from beacon.demo.pipeline import DemoStages
     from beacon.demo.report import write_report
 
@@ -50,6 +51,7 @@ def export_cold_start(cfg: DemoConfig, folder: Path, log: Callable[[str], None])
     """Run (or resume) the cold-start stages of `cfg` and copy the SFT checkpoint's model files
     into `folder` with the settings they were made with (`COLD_START_RECORD`): what
     `cold_start: shipped` starts from when `folder` is the package's assets."""
+    # lazy: torch, matplotlib and aiohttp stay out of `beacon --help`
     from beacon.demo.pipeline import COLD_START_RECORD, DemoStages
 
     if cfg.cold_start != "train":
@@ -93,6 +95,7 @@ def run_demo_stages(cfg: DemoConfig, stages: list[Stage], log: Callable[[str], N
     One `shared_pixels` block lets the three SFT runs of this process (the cold start, the
     teacher's, the student's) process each stored image once, not once per run.
     """
+    # lazy: torch stays out of `beacon --help`
     from beacon.train.core.collate import shared_pixels
 
     path = Path(cfg.out) / TIMINGS_FILE

@@ -108,6 +108,7 @@ def serve(
     """
     import uvicorn
 
+    # lazy: torch and fastapi stay out of `beacon --help`
     from beacon.engines.serve import create_app
 
     if engine not in ("hf", "vllm"):

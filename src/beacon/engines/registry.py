@@ -182,6 +182,7 @@ def resolve_device(name: str) -> str:
 
 
 def _hf(model: str, **kwargs: Any) -> Engine:
+    # lazy: torch and transformers load only for an hf engine
     from beacon.engines.hf import HFEngine
 
     return HFEngine(model, **kwargs)
@@ -193,6 +194,7 @@ def _vllm(model: str, **kwargs: Any) -> Engine:
 
 
 def _openai(model: str, **kwargs: Any) -> Engine:
+    # lazy: aiohttp loads only for an openai engine
     from beacon.engines.openai import OpenAIEngine
 
     if "base_url" not in kwargs:

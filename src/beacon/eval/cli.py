@@ -113,6 +113,7 @@ def eval_command(
     if show_config:
         typer.echo(format_describe(EvalConfig, cfg))
         raise typer.Exit()
+    # lazy: matplotlib stays out of `beacon --help`
     from beacon.report.eval_runs import report_eval_run
 
     created = _first_missing(Path(cfg.out))

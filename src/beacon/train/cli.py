@@ -141,6 +141,7 @@ def sft_command(
     sharding: str = SHARDING,
 ) -> None:
     """Cold-start SFT: cross-entropy on generated segments of trajectories."""
+    # lazy: torch stays out of `beacon --help`
     from beacon.train.sft import SFTConfig, run_sft
 
     cfg = _config(SFTConfig, "sft", config, sets, no_progress=no_progress, show=show)
@@ -171,6 +172,7 @@ def grpo_command(
     sharding: str = SHARDING,
 ) -> None:
     """GRPO with the NAAR reward and HGCE hints, rollouts through the agent loop."""
+    # lazy: torch stays out of `beacon --help`
     from beacon.train.grpo import GRPOConfig, run_grpo
 
     cfg = _config(GRPOConfig, "grpo", config, sets, no_progress=no_progress, show=show)
@@ -204,6 +206,7 @@ def opd_command(
     sharding: str = SHARDING,
 ) -> None:
     """On-policy distillation with ReVuE: critic reflections and token-impact weights."""
+    # lazy: torch stays out of `beacon --help`
     from beacon.train.opd import OPDConfig, run_opd
 
     cfg = _config(OPDConfig, "opd", config, sets, no_progress=no_progress, show=show)
@@ -240,6 +243,7 @@ def rft_command(
     sharding: str = SHARDING,
 ) -> None:
     """RFT: SFT the student on the teacher's verified trajectories (sample, verify, sft)."""
+    # lazy: torch stays out of `beacon --help`
     from beacon.train.rft import RFTConfig, run_rft
 
     cfg = _config(RFTConfig, "rft", config, sets, no_progress=no_progress, show=show)
@@ -273,6 +277,7 @@ def serve_teacher_command(
     """Serve an OPD teacher: top-K log-probs on given tokens at /v1/score (teacher.base_url)."""
     import uvicorn
 
+    # lazy: torch stays out of `beacon --help`
     from beacon.train.opd.teacher_server import create_teacher_app
 
     warning = exposure_warning(host, api_key)

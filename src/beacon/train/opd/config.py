@@ -228,6 +228,7 @@ class OPDConfig(StrictModel):
 
     @model_validator(mode="after")
     def _check(self) -> OPDConfig:
+        # lazy: a cycle (beacon.train.opd.step imports RevueConfig from here)
         from beacon.train.opd.step import TEACHER_CONTEXTS
 
         if self.teacher.context not in TEACHER_CONTEXTS:
