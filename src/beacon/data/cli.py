@@ -138,7 +138,6 @@ def data_stages(cfg: DataConfig, progress: bool) -> list[Stage]:
     hints.jsonl. A finished stage is rerun by its own command (after a change of settings)."""
     # lazy: torch stays out of `beacon --help`
     from beacon.data.hint_writing import run_hints
-    from beacon.runfolder import read_summary
 
     runs = {"difficulty": run_difficulty, "expert": run_expert, "hints": run_hints}
     return [

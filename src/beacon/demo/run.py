@@ -132,7 +132,7 @@ def start_worker(threads: int, workers: int) -> None:
 def run_job(settings: dict, job: str) -> dict[str, float]:
     """In a pool process: the unfinished stages of `job`, in order; returns each one's wall
     time by name."""
-    from beacon.benchmarks.synth_demo import render_once
+    # lazy: torch, matplotlib and aiohttp stay out of `beacon --help`
     from beacon.demo.pipeline import DemoStages
 
     cfg = DemoConfig.model_validate(settings)
