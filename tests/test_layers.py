@@ -171,3 +171,33 @@ def test_the_fakes_rule_catches_an_import(tmp_path: Path) -> None:
         module = tmp_path / "m.py"
         module.write_text(f"def f():\n    {line}\n")
         assert fakes_imported_by(module), line
+
+
+def local_beacon_imports(tree: ast.Module) -> list[ast.stmt]:
+    """The `beacon` imports inside functions, in source order."""
+    found = {
+        node
+        for fn in ast.walk(tree)
+        if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef)
+        for node in ast.walk(fn)
+        if (isinstance(node, ast.ImportFrom) and (node.module or "").startswith("beacon"))
+        or (isinstance(node, ast.Import) and node.names[0].name.startswith("beacon"))
+    }
+    return sorted(found, key=lambda n: n.lineno)
+
+
+def test_function_local_imports_say_why() -> None:
+    """Imports sit at the top of their module, where a reader sees a module's edges; one inside
+    a function needs a reason, written on the line above it as `# lazy: ...`: a package it keeps
+    out of `beacon --help` (torch, transformers, matplotlib, fastapi, aiohttp), or the cycle it
+    breaks. A run of such imports shares one comment."""
+    unexplained = []
+    for module, path in modules().items():
+        lines = path.read_text(encoding="utf-8").splitlines()
+        nodes = local_beacon_imports(ast.parse("\n".join(lines)))
+        ends = {n.end_lineno for n in nodes}
+        for node in nodes:
+            above = lines[node.lineno - 2].strip()
+            if not above.startswith("# lazy: ") and node.lineno - 1 not in ends:
+                unexplained.append(f"{module}:{node.lineno}")
+    assert unexplained == []

@@ -7,6 +7,17 @@ from pathlib import Path
 
 import typer
 
+from beacon.agent.config import AgentConfig
+from beacon.agent.episode import EpisodeSpec
+from beacon.agent.loop import AgentLoop
+from beacon.agent.render import render_trajectory
+from beacon.config import ConfigError, load_config
+from beacon.engines import EngineConfig, build_engine
+from beacon.errors import UserError
+from beacon.images import ImageError, ImageStore, load_image
+from beacon.sandbox import Sandbox
+from beacon.types import Sample
+
 
 def run(
     image: Path = typer.Option(..., exists=True, dir_okay=False, help="The input image."),
@@ -38,15 +49,6 @@ def run(
     ),
 ) -> None:
     """Run one episode and print the trajectory: reasoning, code, observations, answer."""
-    from beacon.agent.config import AgentConfig
-    from beacon.agent.episode import EpisodeSpec
-    from beacon.agent.loop import AgentLoop
-    from beacon.agent.render import render_trajectory
-    from beacon.config import ConfigError, load_config
-    from beacon.engines import EngineConfig, build_engine
-    from beacon.errors import UserError
-    from beacon.images import ImageError, ImageStore, load_image
-    from beacon.types import Sample
 
     if mode not in ("tool", "notool", "gated"):
         raise typer.BadParameter(f"--mode must be tool, notool or gated, got {mode!r}")
@@ -78,8 +80,6 @@ def run(
     try:
         sandbox = None
         if mode != "notool":
-            from beacon.sandbox import Sandbox
-
             sandbox = Sandbox()
         try:
             with AgentLoop(eng, sandbox, agent, store=store) as loop:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
+from beacon.agent.formats import FORMATS
 from beacon.config import StrictModel
 from beacon.engines.config import EngineConfig
 
@@ -69,7 +70,6 @@ class AgentConfig(StrictModel):
     @field_validator("format")
     @classmethod
     def _known_format(cls, value: str) -> str:
-        from beacon.agent.formats import FORMATS
 
         if value not in FORMATS:
             raise ValueError(f"unknown format {value!r}; choose one of {sorted(FORMATS)}")

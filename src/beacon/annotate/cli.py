@@ -10,6 +10,11 @@ import click
 import typer
 from typer.core import TyperGroup
 
+from beacon.annotate.labels import LabelLog
+from beacon.annotate.records import AnnotationFileError, load_rows
+from beacon.annotate.sample import sample_run
+from beacon.annotate.sources import compare_all, format_report, load_sources, report_json
+
 logger = logging.getLogger(__name__)
 
 
@@ -69,8 +74,7 @@ def serve_command(
     """Open the labelling page for FILE; labels are saved as they are made."""
     import uvicorn
 
-    from beacon.annotate.labels import LabelLog
-    from beacon.annotate.records import AnnotationFileError, load_rows
+    # lazy: fastapi stays out of `beacon --help`
     from beacon.annotate.server import Session, allowed_hosts, bind, create_app, url_of
 
     try:
@@ -114,7 +118,6 @@ def sample_command(
     force: bool = typer.Option(False, "--force", help="Overwrite an existing output file."),
 ) -> None:
     """Draw a balanced, seeded sample of tool-mode groups and write the annotation JSONL."""
-    from beacon.annotate.sample import sample_run
 
     out = out or run / "annotate" / "sample.jsonl"
     if out.exists() and not force:
@@ -149,7 +152,6 @@ def agreement_command(
     json_out: Path | None = typer.Option(None, "--json", help="Also write the results as JSON."),
 ) -> None:
     """Exact-stage agreement, Cohen's κ and confusion matrix for every pair of sources."""
-    from beacon.annotate.sources import compare_all, format_report, load_sources, report_json
 
     try:
         loaded = load_sources(sources)

@@ -47,6 +47,8 @@ from beacon.benchmarks.tables import (
 )
 from beacon.jsonl import parse_jsonl
 from beacon.types import ImageSource, Sample
+from beacon.verify import verify
+from beacon.verify.coordinates import is_coordinate, verify_coordinates
 
 META_FILE = "meta_data.jsonl"
 RELEASE_FOLDER = "babyvision_data"
@@ -102,8 +104,6 @@ class BabyVision(Benchmark):
         )
 
     def score(self, response: str, sample: Sample, *, judge: Any = None) -> Any:
-        from beacon.verify import verify
-        from beacon.verify.coordinates import verify_coordinates
 
         if sample.metadata.get("coordinate"):
             return verify_coordinates(response, sample, judge)
@@ -173,7 +173,6 @@ def _as_choice(sample: Sample, row: Row) -> Sample:
 
 
 def _as_blank(sample: Sample, row: Row) -> Sample:
-    from beacon.verify.coordinates import is_coordinate
 
     gold = text(row.get("blankAns"))
     if not gold:

@@ -38,6 +38,7 @@ from beacon.benchmarks.tables import (
 )
 from beacon.files import FileRefused, path_under
 from beacon.types import Sample
+from beacon.verify import verify
 
 logger = logging.getLogger(__name__)
 
@@ -172,7 +173,6 @@ class Benchmark:
 
     def score(self, response: str, sample: Sample, *, judge: Any = None) -> Any:
         """Verdict for `response` (a `beacon.verify.Verdict`); scoring hints sit in metadata."""
-        from beacon.verify import verify
 
         return verify(response, sample, judge=judge)
 

@@ -7,6 +7,9 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from beacon.benchmarks import UnknownBenchmarkError, get_benchmark, list_benchmarks
+from beacon.images import load_image
+
 if TYPE_CHECKING:
     from beacon.benchmarks.base import Benchmark
 
@@ -18,7 +21,6 @@ app = typer.Typer(
 @app.command("list")
 def list_command() -> None:
     """Every registered benchmark: name, hub source, categories, description."""
-    from beacon.benchmarks import get_benchmark, list_benchmarks
 
     for name in list_benchmarks():
         bench = get_benchmark(name)
@@ -44,7 +46,6 @@ def show_command(
     ),
 ) -> None:
     """Print the first samples' prompts, answers and metadata; optionally save their images."""
-    from beacon.benchmarks import UnknownBenchmarkError, get_benchmark
 
     try:
         bench = get_benchmark(name)
@@ -71,7 +72,6 @@ def _show(bench: Benchmark, path: Path | None, limit: int, seed: int, out: Path 
 
 
 def _save_images(images: list, folder: Path, stem: str) -> list[Path]:
-    from beacon.images import load_image
 
     folder.mkdir(parents=True, exist_ok=True)
     saved = []

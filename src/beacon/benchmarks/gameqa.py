@@ -54,6 +54,9 @@ from beacon.benchmarks.tables import (
     text,
 )
 from beacon.types import ImageSource, Sample
+from beacon.verify import verify
+from beacon.verify.coordinates import is_coordinate, verify_coordinates
+from beacon.verify.option_number import verify_option_number
 
 TEST_JSON = "games_data_test.json"
 TEST_IMAGES = "games_images_test.zip"
@@ -104,9 +107,6 @@ class GameQABase(Benchmark):
         return f"{sample.question}\n{numbered}"
 
     def score(self, response: str, sample: Sample, *, judge: Any = None) -> Any:
-        from beacon.verify import verify
-        from beacon.verify.coordinates import verify_coordinates
-        from beacon.verify.option_number import verify_option_number
 
         texts = sample.metadata.get("option_texts")
         if texts:
@@ -197,7 +197,6 @@ def _options(value: Any) -> list[str]:
 
 def _with_gold(sample: Sample, gold: Any, options: list[str]) -> Sample:
     """Sets answer, answer_type and options from the game's answer convention."""
-    from beacon.verify.coordinates import is_coordinate
 
     answer = text(gold)
     if not answer:

@@ -39,6 +39,8 @@ from beacon.benchmarks.tables import (
     text,
 )
 from beacon.types import AnswerType, ImageSource, Sample
+from beacon.verify.fallback import judge_unparsed
+from beacon.verify.tirbench import TIRItem, score_tirbench
 
 RELEASE_JSON = "TIR-Bench.json"
 IMAGES_ZIP = "data.zip"
@@ -103,8 +105,6 @@ class TIRBench(Benchmark):
         )
 
     def score(self, response: str, sample: Sample, *, judge: Any = None) -> Any:
-        from beacon.verify.fallback import judge_unparsed
-        from beacon.verify.tirbench import TIRItem, score_tirbench
 
         item = TIRItem(
             task=sample.category or "",

@@ -19,7 +19,14 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from beacon.config import format_describe
 from beacon.configs.cli import config_option
+from beacon.data.config import DataConfig, DataConfigError, load_data_config
+from beacon.data.eval_stages import run_difficulty, run_expert
+from beacon.data.records import StageSummary
+from beacon.data.thyme import import_thyme
+from beacon.runfolder import read_summary
+from beacon.stages import Stage, run_stages
 
 if TYPE_CHECKING:
     from beacon.data.config import DataConfig
@@ -43,8 +50,6 @@ SHOW = typer.Option(
 
 def _load(config: Path | None, set_: list[str], show: bool) -> DataConfig:
     """The resolved data config; with --show-config, print it and exit instead."""
-    from beacon.config import format_describe
-    from beacon.data.config import DataConfig, DataConfigError, load_data_config
 
     try:
         cfg = load_data_config(config, list(set_))
@@ -77,7 +82,6 @@ def difficulty(
     show: bool = SHOW,
 ) -> None:
     """Sample the base model K times per item; keep items it solves at most max_correct times."""
-    from beacon.data.eval_stages import run_difficulty
 
     _run_stage(run_difficulty, config, set_, no_progress, show)
 
@@ -90,7 +94,6 @@ def expert(
     show: bool = SHOW,
 ) -> None:
     """The expert solves the selected items in tool mode; verified ones form the SFT set."""
-    from beacon.data.eval_stages import run_expert
 
     _run_stage(run_expert, config, set_, no_progress, show)
 
@@ -103,6 +106,7 @@ def hints(
     show: bool = SHOW,
 ) -> None:
     """Answer-free hints from the verified expert trajectories; leaking hints are rejected."""
+    # lazy: torch stays out of `beacon --help`
     from beacon.data.hint_writing import run_hints
 
     _run_stage(run_hints, config, set_, no_progress, show)
@@ -116,9 +120,6 @@ def all_stages(
     show: bool = SHOW,
 ) -> None:
     """Run difficulty, expert and hints in order, skipping each one that already finished."""
-    from beacon.data.records import StageSummary
-    from beacon.runfolder import read_summary
-    from beacon.stages import run_stages
 
     cfg = _load(config, set_, show)
     stages = data_stages(cfg, progress=not no_progress)
@@ -135,10 +136,8 @@ def data_stages(cfg: DataConfig, progress: bool) -> list[Stage]:
     """The data pipeline in order. Each stage writes `summary.json` in its folder last, so a
     stage is done once that is there; one killed midway resumes from its eval run or its
     hints.jsonl. A finished stage is rerun by its own command (after a change of settings)."""
-    from beacon.data.eval_stages import run_difficulty, run_expert
+    # lazy: torch stays out of `beacon --help`
     from beacon.data.hint_writing import run_hints
-    from beacon.runfolder import read_summary
-    from beacon.stages import Stage
 
     runs = {"difficulty": run_difficulty, "expert": run_expert, "hints": run_hints}
     return [
@@ -161,6 +160,7 @@ def scripted_expert(
     """Serve the scripted synth expert (ground truth, not a model) over the OpenAI API."""
     import uvicorn
 
+    # lazy: torch and fastapi stay out of `beacon --help`
     from beacon.data.scripted_expert import ScriptedSynthExpert, create_scripted_app
 
     app_ = create_scripted_app(ScriptedSynthExpert(seed=seed, count=count))
@@ -180,7 +180,6 @@ def import_thyme_command(
     no_progress: bool = NO_PROGRESS,
 ) -> None:
     """Convert Thyme's public SFT format into Beacon trajectories the SFT trainer reads."""
-    from beacon.data.thyme import import_thyme
 
     if not source.exists():
         typer.echo(f"error: {source} does not exist", err=True)

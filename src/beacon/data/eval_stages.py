@@ -26,10 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from beacon.data.config import DataConfig
+from beacon.data.pool import load_samples
 from beacon.data.records import SFT_FILE, ItemRef, StageSummary
+from beacon.data.refine import REFINED_FILE, refine_all
 from beacon.data.selection import pass_counts, select_hard
 from beacon.eval.config import EvalConfig
 from beacon.eval.records import SAMPLES_FILE, TRAJECTORIES_FILE
+from beacon.eval.runner import build_engine, run_eval
 from beacon.images import ImageStore
 from beacon.jsonl import read_jsonl, write_jsonl_atomic
 from beacon.types import Trajectory
@@ -70,7 +73,6 @@ def difficulty_eval_config(cfg: DataConfig) -> EvalConfig:
 
 def run_difficulty(cfg: DataConfig, progress: bool = True) -> StageSummary:
     """Sample, count, select; write selected.jsonl and summary.json."""
-    from beacon.eval.runner import run_eval
 
     eval_cfg = difficulty_eval_config(cfg)
     run_eval(eval_cfg, progress=progress)
@@ -129,8 +131,6 @@ def run_expert(cfg: DataConfig, progress: bool = True) -> StageSummary:
     summary = StageSummary(stage="expert", total=len(items))
     verified: list[RunTrajectory] = []
     if items:
-        from beacon.eval.runner import run_eval
-
         eval_cfg = expert_eval_config(cfg, items)
         run_eval(eval_cfg, progress=progress)
         wanted = {item.key for item in items}
@@ -161,9 +161,6 @@ def refine_verified(
     cfg: DataConfig, verified: list[RunTrajectory], summary: StageSummary, progress: bool
 ) -> None:
     """Replace the verified trajectories by their adopted rewrites (beacon.data.refine)."""
-    from beacon.data.pool import load_samples
-    from beacon.data.refine import REFINED_FILE, refine_all
-    from beacon.eval.runner import build_engine
 
     trajectories = [v.trajectory for v in verified]
     engine = build_engine(cfg.expert.engine)

@@ -23,6 +23,7 @@ from beacon.data.eval_stages import VERIFIED_FILE
 from beacon.data.pool import load_samples
 from beacon.data.records import StageSummary
 from beacon.engines.base import GenerationRequest, SamplingParams
+from beacon.eval.runner import build_engine
 from beacon.images import load_image
 from beacon.jsonl import JsonlWriter, read_jsonl, repair_jsonl
 from beacon.progress import Progress
@@ -202,7 +203,6 @@ def verified_trajectories(cfg: DataConfig) -> list[Trajectory]:
 
 
 def _expert_engine(cfg: DataConfig) -> Any:
-    from beacon.eval.runner import build_engine
 
     return build_engine(cfg.expert.engine)
 

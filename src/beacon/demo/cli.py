@@ -7,7 +7,11 @@ from pathlib import Path
 
 import typer
 
+from beacon.config import format_describe, load_config
 from beacon.configs.cli import config_option
+from beacon.demo.config import DemoConfig, quick_overrides
+from beacon.demo.run import export_cold_start as export
+from beacon.demo.run import run_demo
 
 DEMO_EPILOG = """
 Examples:
@@ -55,10 +59,6 @@ def demo_command(
     """Train a ~1.3M-parameter Qwen2-VL from scratch on CPU: scripted-expert data, tool-biased
     SFT, GRPO with accuracy / NAAR / HGCE rewards over seeds, ReVuE vs vanilla OPD distillation;
     then evaluate every model with and without tools and write report.md with CIs and plots."""
-    from beacon.config import format_describe, load_config
-    from beacon.demo.config import DemoConfig, quick_overrides
-    from beacon.demo.run import export_cold_start as export
-    from beacon.demo.run import run_demo
 
     overrides = quick_overrides() if quick else []
     overrides.append(f"out={out or ('runs/demo-quick' if quick else 'runs/demo')}")

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from beacon.config import StrictModel
+from beacon.config import StrictModel, flatten, to_dict
 
 
 class DemoData(StrictModel):
@@ -144,7 +144,6 @@ OPERATIONAL_KEYS = ("out", "progress", "threads", "seeds", "rl.arms", "jobs", "r
 def cold_start_identity(cfg: DemoConfig) -> dict[str, Any]:
     """The `COLD_START_KEYS` settings of `cfg`, flat (`data.concurrency` left out: it changes
     how fast the expert runs, not its trajectories)."""
-    from beacon.config import flatten, to_dict
 
     flat = flatten(to_dict(cfg))
     keep = {
@@ -157,6 +156,5 @@ def cold_start_identity(cfg: DemoConfig) -> dict[str, Any]:
 
 def quick_overrides() -> list[str]:
     """`QUICK` as `--set` lines, so user overrides given after them win."""
-    from beacon.config import flatten
 
     return [f"{key}={value}" for key, value in flatten(QUICK).items()]

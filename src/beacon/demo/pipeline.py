@@ -36,10 +36,18 @@ from beacon.demo.config import DemoConfig
 from beacon.demo.data import TRAIN_BENCH, build_sft_data, expert_agent
 from beacon.demo.model import DEMO_MODEL_FILE, make_demo_model
 from beacon.demo.teacher_data import TEACHER_DATA, build_teacher_set
-from beacon.jsonl import write_atomic
+from beacon.engines.config import EngineConfig
+from beacon.errors import UserError
+from beacon.eval.config import EvalConfig
+from beacon.eval.runner import run_eval
+from beacon.jsonl import read_jsonl, write_atomic
 from beacon.runfolder import has_run, read_summary
 from beacon.stages import Stage
 from beacon.train.core.checkpoint import COMPLETE
+from beacon.train.grpo import GRPOConfig, run_grpo
+from beacon.train.grpo.recipe import HGCE_LOG
+from beacon.train.opd import OPDConfig, run_opd
+from beacon.train.sft import SFTConfig, run_sft
 
 logger = logging.getLogger(__name__)
 
@@ -302,7 +310,6 @@ class DemoStages:
         warmup_steps: int | None = None,
     ) -> None:
         """SFT of `model` on `data`'s trajectories (images always in `sft/images`)."""
-        from beacon.train.sft import SFTConfig, run_sft
 
         if is_complete(run_dir, steps):
             return
@@ -341,7 +348,6 @@ class DemoStages:
         self.sft(self.student_dir, student_init, self.cfg.revue.student_sft_steps)
 
     def grpo(self, arm: str, seed: int) -> None:
-        from beacon.train.grpo import GRPOConfig, run_grpo
 
         run_dir = self.rl_dir(arm, seed)
         r = self.cfg.rl
@@ -406,8 +412,6 @@ class DemoStages:
     def opd(self, variant: str, seed: int) -> None:
         """One OPD run; a teacher the check refuses ends it with `REFUSED` (the report says
         why), the demo goes on."""
-        from beacon.errors import UserError
-        from beacon.train.opd import OPDConfig, run_opd
 
         run_dir = self.opd_dir(variant, seed)
         v = self.cfg.revue
@@ -471,8 +475,6 @@ class DemoStages:
 
     def rescued(self, arm: str, seed: int) -> list[str]:
         """Ids of the items HGCE rescued in run (`arm`, `seed`), in first-rescue order."""
-        from beacon.jsonl import read_jsonl
-        from beacon.train.grpo.recipe import HGCE_LOG
 
         rows = read_jsonl(self.rl_dir(arm, seed) / HGCE_LOG)
         return list(dict.fromkeys(str(r["sample_id"]) for r in rows if any(r["correct"])))
@@ -487,9 +489,6 @@ class DemoStages:
         limit: int | None = None,
         ids: dict[str, list[str]] | None = None,
     ) -> None:
-        from beacon.engines.config import EngineConfig
-        from beacon.eval.config import EvalConfig
-        from beacon.eval.runner import run_eval
 
         e = self.cfg.eval
         cfg = EvalConfig(

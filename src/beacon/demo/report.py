@@ -38,6 +38,7 @@ from beacon.demo.stats import (
 from beacon.jsonl import read_jsonl as jsonl_records
 from beacon.report.markdown import format_interval, markdown_table
 from beacon.runfolder import SUMMARY_FILE, read_summary
+from beacon.train.opd.probe import TeacherCheck
 
 PREMISE_DIRECT_SHARE = 0.1
 """Share of sampled rollouts on an easy item that answer directly, in the NAAR-premise paragraph
@@ -117,7 +118,6 @@ def read_jsonl(path: Path) -> list[dict]:
 
 def check_line(check: dict) -> str:
     """One line of a `teacher_check.json`: the check's own, and what the context did."""
-    from beacon.train.opd.probe import TeacherCheck
 
     result = TeacherCheck.model_validate(check)
     context = f"; context: {result.context.line()}" if result.context is not None else ""

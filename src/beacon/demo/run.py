@@ -22,11 +22,13 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
+from beacon.benchmarks.synth_demo import render_once
 from beacon.demo.config import OPERATIONAL_KEYS, DemoConfig, cold_start_identity
 from beacon.errors import UserError
 from beacon.jsonl import write_atomic
 from beacon.runfolder import check_run_folder
 from beacon.stages import Pool, Stage, run_stages
+from beacon.train.core.checkpoint import COMPLETE, TRAIN_STATE
 
 CONFIG_FILE = "demo.yaml"
 TIMINGS_FILE = "timings.json"
@@ -35,6 +37,7 @@ TIMINGS_FILE = "timings.json"
 
 def run_demo(cfg: DemoConfig, log: Callable[[str], None]) -> Path:
     """Every stage (resuming finished work), then `report.md`; returns the report's path."""
+    # lazy: torch, matplotlib and aiohttp stay out of `beacon --help`
     from beacon.demo.pipeline import DemoStages
     from beacon.demo.report import write_report
 
@@ -48,8 +51,8 @@ def export_cold_start(cfg: DemoConfig, folder: Path, log: Callable[[str], None])
     """Run (or resume) the cold-start stages of `cfg` and copy the SFT checkpoint's model files
     into `folder` with the settings they were made with (`COLD_START_RECORD`): what
     `cold_start: shipped` starts from when `folder` is the package's assets."""
+    # lazy: torch, matplotlib and aiohttp stay out of `beacon --help`
     from beacon.demo.pipeline import COLD_START_RECORD, DemoStages
-    from beacon.train.core.checkpoint import COMPLETE, TRAIN_STATE
 
     if cfg.cold_start != "train":
         raise UserError("--export-cold-start trains the cold start: leave cold_start=train")
@@ -92,7 +95,7 @@ def run_demo_stages(cfg: DemoConfig, stages: list[Stage], log: Callable[[str], N
     One `shared_pixels` block lets the three SFT runs of this process (the cold start, the
     teacher's, the student's) process each stored image once, not once per run.
     """
-    from beacon.benchmarks.synth_demo import render_once
+    # lazy: torch stays out of `beacon --help`
     from beacon.train.core.collate import shared_pixels
 
     path = Path(cfg.out) / TIMINGS_FILE
@@ -129,7 +132,7 @@ def start_worker(threads: int, workers: int) -> None:
 def run_job(settings: dict, job: str) -> dict[str, float]:
     """In a pool process: the unfinished stages of `job`, in order; returns each one's wall
     time by name."""
-    from beacon.benchmarks.synth_demo import render_once
+    # lazy: torch, matplotlib and aiohttp stay out of `beacon --help`
     from beacon.demo.pipeline import DemoStages
 
     cfg = DemoConfig.model_validate(settings)

@@ -12,7 +12,9 @@ from pathlib import Path
 import typer
 from pydantic import ValidationError
 
+from beacon.engines import load_engine
 from beacon.engines.serve_guard import API_KEY_ENV, ServeSettings, exposure_warning
+from beacon.engines.tiny import ARCHS, make_tiny_model
 
 SERVE_DTYPES = ("auto", "float32", "bfloat16", "float16")
 """`beacon serve --dtype` choices (the names torch and vLLM both take)."""
@@ -34,7 +36,6 @@ def make(
     seed: int = typer.Option(0, "--seed", help="Seed of the random weights."),
 ) -> None:
     """Build a tiny random vision-language model with its tokenizer, processor and template."""
-    from beacon.engines.tiny import ARCHS, make_tiny_model
 
     if arch not in ARCHS:
         raise typer.BadParameter(f"--arch {arch!r}: choose one of {', '.join(ARCHS)}")
@@ -107,7 +108,7 @@ def serve(
     """
     import uvicorn
 
-    from beacon.engines import load_engine
+    # lazy: torch and fastapi stay out of `beacon --help`
     from beacon.engines.serve import create_app
 
     if engine not in ("hf", "vllm"):

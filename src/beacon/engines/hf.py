@@ -99,6 +99,7 @@ class _Prepared:
 def __getattr__(name: str) -> Any:
     """`ScriptedTokens` moved to `beacon.fakes.logits`; this re-export goes after one release."""
     if name == "ScriptedTokens":
+        # lazy: the old path of a test fake; the product imports nothing from fakes
         from beacon.fakes.logits import ScriptedTokens
 
         warnings.warn(

@@ -68,7 +68,7 @@ from beacon.engines.http import (
     with_retries,
 )
 from beacon.engines.tokenizer import is_image_part
-from beacon.images import PerImage, png_bytes
+from beacon.images import PerImage, encode_png, load_image, png_bytes
 
 logger = logging.getLogger(__name__)
 
@@ -367,7 +367,6 @@ def openai_message(message: Message, data_url: Any = None) -> dict[str, Any]:
 
 def image_data_url(source: Any) -> str:
     """`data:image/png;base64,...` for a PIL image, path or bytes."""
-    from beacon.images import encode_png, load_image
 
     png = encode_png(load_image(source))
     return "data:image/png;base64," + base64.b64encode(png).decode("ascii")

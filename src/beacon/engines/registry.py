@@ -22,6 +22,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from beacon.engines.base import DEFAULT_CONCURRENCY, Engine
+from beacon.engines.tiny import cached_tiny_model
+from beacon.engines.tokenizer import HFTokenizer
+from beacon.engines.vllm import VLLMEngine
 from beacon.errors import UserError
 
 if TYPE_CHECKING:  # the config validates names against this registry, so no import back
@@ -75,8 +78,6 @@ def build_engine(cfg: EngineConfig, api_key: str | None = None) -> Engine:
     check_model(cfg)
     check_api_key(cfg, api_key)
     if model == TINY_MODEL:
-        from beacon.engines.tiny import cached_tiny_model
-
         model = str(cached_tiny_model("qwen2_vl"))
     options = _REGISTRY[cfg.name].options(cfg)
     if api_key is not None:
@@ -181,18 +182,19 @@ def resolve_device(name: str) -> str:
 
 
 def _hf(model: str, **kwargs: Any) -> Engine:
+    # lazy: torch and transformers load only for an hf engine
     from beacon.engines.hf import HFEngine
 
     return HFEngine(model, **kwargs)
 
 
 def _vllm(model: str, **kwargs: Any) -> Engine:
-    from beacon.engines.vllm import VLLMEngine
 
     return VLLMEngine(model, **kwargs)
 
 
 def _openai(model: str, **kwargs: Any) -> Engine:
+    # lazy: aiohttp loads only for an openai engine
     from beacon.engines.openai import OpenAIEngine
 
     if "base_url" not in kwargs:
@@ -207,8 +209,6 @@ def _openai_options(cfg: EngineConfig) -> dict[str, Any]:
     tokenizer = None
     source = cfg.tokenizer or _local_tokenizer_source(cfg.model)
     if source:
-        from beacon.engines.tokenizer import HFTokenizer
-
         tokenizer = HFTokenizer.from_pretrained(source)
     return {
         "base_url": cfg.base_url,

@@ -22,6 +22,8 @@ from typing import Any
 from PIL import Image
 
 from beacon.engines.base import GenerationRequest, Message
+from beacon.engines.tiny import image_only_processor_class
+from beacon.images import load_image
 
 logger = logging.getLogger(__name__)
 
@@ -39,8 +41,6 @@ def load_processor(path: str | Path) -> tuple[Any | None, Any]:
 
     model_type = _model_type(path)
     if model_type in _QWEN_VL_TYPES:
-        from beacon.engines.tiny import image_only_processor_class
-
         processor = image_only_processor_class(model_type).from_pretrained(str(path))
         return processor, processor.tokenizer
     try:
@@ -210,7 +210,6 @@ def message_images(messages: Sequence[Message]) -> list[Image.Image]:
     {"type": "image_url", "image_url": {"url": "data:image/png;base64,..."}} (data URLs and
     local paths only: engines never fetch from the network).
     """
-    from beacon.images import load_image
 
     images = []
     for message in messages:

@@ -33,6 +33,8 @@ from typing import Any
 
 import torch
 
+from beacon.engines.http import HttpClient, Retryable
+
 logger = logging.getLogger(__name__)
 
 MAX_LISTED = 8
@@ -178,7 +180,6 @@ def push_weights(
     them): cast to the server's dtypes, in chunks of at most `chunk_bytes` of tensors (see the
     module docstring); not retried, since a server that misses a push must stop the run, not
     sample on."""
-    from beacon.engines.http import HttpClient, Retryable
 
     for base_url in base_urls:
         root = base_url.rstrip("/").removesuffix("/v1")

@@ -8,7 +8,11 @@ from pathlib import Path
 
 import typer
 
+from beacon.config import format_describe, load_config
 from beacon.configs.cli import config_option
+from beacon.errors import UserError
+from beacon.eval.config import EvalConfig
+from beacon.eval.runner import InfrastructureErrors, run_eval
 from beacon.runfolder import CONFIG_FILE, SUMMARY_FILE
 
 EVAL_EPILOG = """
@@ -101,8 +105,6 @@ def eval_command(
     no_progress: bool = typer.Option(False, "--no-progress", metavar="", help="No progress bar."),
 ) -> None:
     """Evaluate a model on benchmarks with and without tools; write samples, summary, report."""
-    from beacon.config import format_describe, load_config
-    from beacon.eval.config import EvalConfig
 
     overrides = _overrides(
         model, engine, base_url, bench, modes, samples, concurrency, limit, out, data
@@ -111,8 +113,7 @@ def eval_command(
     if show_config:
         typer.echo(format_describe(EvalConfig, cfg))
         raise typer.Exit()
-    from beacon.errors import UserError
-    from beacon.eval.runner import InfrastructureErrors, run_eval
+    # lazy: matplotlib stays out of `beacon --help`
     from beacon.report.eval_runs import report_eval_run
 
     created = _first_missing(Path(cfg.out))

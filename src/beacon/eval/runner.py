@@ -39,10 +39,12 @@ from beacon.eval.records import (
 )
 from beacon.images import ImageStore
 from beacon.jsonl import JsonlWriter
+from beacon.metrics import summarize
 from beacon.metrics.summary import Summary
 from beacon.progress import Progress
 from beacon.rollout import RETRIED, episode_spec, sample_key, score
 from beacon.runfolder import check_run_folder, write_summary
+from beacon.sandbox import Sandbox
 from beacon.types import Trajectory
 from beacon.verify import Judge, Verdict
 
@@ -235,8 +237,6 @@ def _run_items(
         gate = _build_gate(cfg, engine, stack) if "gated" in cfg.modes else None
         sandbox = None
         if any(mode != "notool" for mode in cfg.modes):
-            from beacon.sandbox import Sandbox
-
             sandbox = stack.enter_context(Sandbox(cfg.sandbox))
         loop = stack.enter_context(
             AgentLoop(engine, sandbox, cfg.agent, store=ImageStore(out / "images"), gate=gate)
@@ -372,7 +372,6 @@ def _build_judge(cfg: EvalConfig, out: Path) -> Judge | None:
 
 def finish_run(cfg: EvalConfig, out: Path) -> Summary:
     """Summarize samples.jsonl into summary.json (`beacon eval` then writes report.md)."""
-    from beacon.metrics import summarize
 
     records = read_samples(out / SAMPLES_FILE)
     aggregators = {name: get_benchmark(name).aggregate for name in cfg.benchmarks}

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import typer
 
+from beacon.benchmarks import get_benchmark, list_benchmarks
 from beacon.errors import UserError
+from beacon.eval.records import SAMPLES_FILE
 
 
 def report_command(
@@ -26,8 +28,7 @@ def report_command(
 ) -> None:
     """Write report.md, report.json and plots/ for one run, or comparing several: eval runs
     (accuracy, tool effect, MA) or training runs (learning curves, health alarms)."""
-    from beacon.benchmarks import get_benchmark, list_benchmarks
-    from beacon.eval.records import SAMPLES_FILE
+    # lazy: torch and matplotlib stay out of `beacon --help`
     from beacon.report.eval_runs import write_report
     from beacon.report.train_runs import is_train_run, write_train_report
 

@@ -55,6 +55,7 @@ def analyze_run(run_dir: Path) -> RunAnalysis:
     """Statistics of the OPD run in `run_dir` (see the module docstring)."""
     import torch
 
+    # lazy: torch stays out of `beacon --help`
     from beacon.train.opd.assemble import impact_sparsity
 
     records = _read(run_dir / REVUE_LOG)

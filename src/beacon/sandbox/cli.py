@@ -9,6 +9,10 @@ from pathlib import Path
 
 import typer
 
+from beacon.errors import UserError
+from beacon.images import ImageError, load_image
+from beacon.sandbox import Sandbox, SandboxConfig
+
 app = typer.Typer(
     no_args_is_help=True,
     help="Run model-written Python on images in Beacon's isolated sandbox.",
@@ -30,7 +34,6 @@ def run(
     ),
 ) -> None:
     """Run CODE with `image` / `image_path` bound to IMAGE; print the result as JSON."""
-    from beacon.sandbox import Sandbox, SandboxConfig
 
     source = _read_inputs(image, code)
     config = SandboxConfig(timeout_s=timeout, isolation=isolation, num_workers=1)
@@ -63,8 +66,6 @@ def run(
 
 def _read_inputs(images: list[Path], code: Path) -> str:
     """Check every image and read the code before any worker starts, so a bad input is one line."""
-    from beacon.errors import UserError
-    from beacon.images import ImageError, load_image
 
     for path in images:
         if not path.is_file():

@@ -19,7 +19,12 @@ from pydantic import BaseModel
 
 from beacon.config import format_describe, load_config
 from beacon.configs.cli import config_option
+from beacon.data.records import StageSummary
+from beacon.engines.serve_guard import exposure_warning
 from beacon.errors import UserError
+from beacon.eval.runner import InfrastructureErrors
+from beacon.train.core.memory_check import DEVICE_MEMORY_ENV, check_plan, current_launch
+from beacon.train.core.memory_plan import SHARDINGS
 
 app = typer.Typer(
     help="Train a model: cold-start SFT, GRPO with NAAR and HGCE, OPD (ReVuE), RFT.",
@@ -69,8 +74,6 @@ def plan_only(
 ) -> bool:
     """Whether the command ends here: with `dry_run`, the plan printed. The device memory goes
     to every process of a launch through $BEACON_DEVICE_MEMORY_GB."""
-    from beacon.train.core.memory_check import DEVICE_MEMORY_ENV, check_plan, current_launch
-    from beacon.train.core.memory_plan import SHARDINGS
 
     if device_memory_gb is not None:
         os.environ[DEVICE_MEMORY_ENV] = str(device_memory_gb)
@@ -138,6 +141,7 @@ def sft_command(
     sharding: str = SHARDING,
 ) -> None:
     """Cold-start SFT: cross-entropy on generated segments of trajectories."""
+    # lazy: torch stays out of `beacon --help`
     from beacon.train.sft import SFTConfig, run_sft
 
     cfg = _config(SFTConfig, "sft", config, sets, no_progress=no_progress, show=show)
@@ -168,6 +172,7 @@ def grpo_command(
     sharding: str = SHARDING,
 ) -> None:
     """GRPO with the NAAR reward and HGCE hints, rollouts through the agent loop."""
+    # lazy: torch stays out of `beacon --help`
     from beacon.train.grpo import GRPOConfig, run_grpo
 
     cfg = _config(GRPOConfig, "grpo", config, sets, no_progress=no_progress, show=show)
@@ -201,6 +206,7 @@ def opd_command(
     sharding: str = SHARDING,
 ) -> None:
     """On-policy distillation with ReVuE: critic reflections and token-impact weights."""
+    # lazy: torch stays out of `beacon --help`
     from beacon.train.opd import OPDConfig, run_opd
 
     cfg = _config(OPDConfig, "opd", config, sets, no_progress=no_progress, show=show)
@@ -237,8 +243,7 @@ def rft_command(
     sharding: str = SHARDING,
 ) -> None:
     """RFT: SFT the student on the teacher's verified trajectories (sample, verify, sft)."""
-    from beacon.data.records import StageSummary
-    from beacon.eval.runner import InfrastructureErrors
+    # lazy: torch stays out of `beacon --help`
     from beacon.train.rft import RFTConfig, run_rft
 
     cfg = _config(RFTConfig, "rft", config, sets, no_progress=no_progress, show=show)
@@ -272,7 +277,7 @@ def serve_teacher_command(
     """Serve an OPD teacher: top-K log-probs on given tokens at /v1/score (teacher.base_url)."""
     import uvicorn
 
-    from beacon.engines.serve_guard import exposure_warning
+    # lazy: torch stays out of `beacon --help`
     from beacon.train.opd.teacher_server import create_teacher_app
 
     warning = exposure_warning(host, api_key)

@@ -15,6 +15,7 @@ import re
 
 from beacon.types import Sample
 from beacon.verify import Judge, Verdict, extract_answer
+from beacon.verify.fallback import judge_unparsed
 
 _INTEGER = re.compile(r"-?\d+")
 _GROUP = re.compile(r"[\(\[]([^()\[\]]*)[\)\]]")
@@ -62,7 +63,6 @@ def coordinates_match(answer: str, gold: str) -> bool | None:
 
 def verify_coordinates(response: str, sample: Sample, judge: Judge | None = None) -> Verdict:
     """The verdict for a coordinate gold (`sample.answer`); the judge only when unreadable."""
-    from beacon.verify.fallback import judge_unparsed
 
     answer = extract_answer(response)
     same = None if answer is None else coordinates_match(answer, sample.answer)

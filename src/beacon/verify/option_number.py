@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from beacon.types import Sample
 from beacon.verify import Judge, Verdict, extract_answer, normalize_text
 from beacon.verify.coordinates import coordinate_values
+from beacon.verify.fallback import judge_unparsed
 
 _LEADING_NUMBER = re.compile(r"^\s*(?:option\s*)?[\(\[]?(\d+)[\)\]]?(?=$|[\s.:,)])", re.I)
 
@@ -49,7 +50,6 @@ def verify_option_number(
     response: str, sample: Sample, texts: Sequence[str], base: int, judge: Judge | None = None
 ) -> Verdict:
     """The verdict for a gold option number (`sample.answer`); the judge only when unreadable."""
-    from beacon.verify.fallback import judge_unparsed
 
     pick = read_option_number(extract_answer(response), texts, base)
     if pick is None:

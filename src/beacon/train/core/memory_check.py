@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from beacon.errors import UserError
-from beacon.train.core.config import ModelConfig, TrainConfig
+from beacon.train.core.config import LoraConfig, ModelConfig, TrainConfig
 from beacon.train.core.memory_plan import (
     GiB,
     Launch,
@@ -77,7 +77,6 @@ def _with(cfg: Any, key: str, value: Any) -> Any:
 
 
 def _lora(cfg: Any, launch: Launch) -> tuple[Any, Launch] | None:
-    from beacon.train.core.config import LoraConfig
 
     return None if cfg.model.lora is not None else (_with(cfg, "model.lora", LoraConfig()), launch)
 

@@ -52,6 +52,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal
 
+from beacon.engines.config import EngineConfig
+from beacon.engines.registry import TINY_MODEL, check_model
+from beacon.engines.tiny import cached_tiny_model
 from beacon.errors import UserError
 from beacon.train.core.config import ModelConfig
 
@@ -134,8 +137,6 @@ class MemoryPlan:
 def model_shape(path: str, model: ModelConfig | None = None, key: str = "model.path") -> ModelShape:
     """Counts and sizes of the checkpoint at `path` (the setting `key`), built on the meta
     device; `model` decides what is trainable (frozen vision tower, LoRA)."""
-    from beacon.engines.config import EngineConfig
-    from beacon.engines.registry import check_model
 
     try:
         check_model(EngineConfig(name="hf", model=path))
@@ -185,11 +186,9 @@ def _meta_model(path: str) -> Any:
 
 def tiny_path(path: str) -> str:
     """`path`, or the built-in tiny model's folder for `tiny`."""
-    from beacon.engines.registry import TINY_MODEL
 
     if path != TINY_MODEL:
         return path
-    from beacon.engines.tiny import cached_tiny_model
 
     return str(cached_tiny_model("qwen2_vl"))
 

@@ -14,8 +14,11 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
+from beacon.engines.patch_embed import linear_patch_embeddings
+from beacon.engines.tokenizer import load_processor
 from beacon.runfolder import check_run_folder, write_run_config
 from beacon.train.core.config import OPERATIONAL_KEYS, LoraConfig, ModelConfig, TrainConfig
+from beacon.train.core.memory_check import accelerator_launch, check_plan
 from beacon.train.core.metrics import check_trackers, start_trackers, tracker_dir
 from beacon.train.core.train_loop import LoopParts
 
@@ -73,8 +76,6 @@ def open_run(
     """
     from accelerate.utils import set_seed
 
-    from beacon.train.core.memory_check import accelerator_launch, check_plan
-
     accelerator = make_accelerator(cfg.model, cfg.train)
     say = logger.info if accelerator.is_main_process else lambda _: None
     check_plan(cfg, accelerator_launch(accelerator), type(cfg).__name__, say)  # loads nothing
@@ -101,8 +102,6 @@ def load_model(cfg: ModelConfig) -> Any:
     """The checkpoint in float32 (autocast gives bf16 compute), with LoRA / checkpointing."""
     import torch
     from transformers import AutoModelForImageTextToText
-
-    from beacon.engines.patch_embed import linear_patch_embeddings
 
     model = AutoModelForImageTextToText.from_pretrained(cfg.path, dtype=torch.float32)
     linear_patch_embeddings(model)
@@ -192,8 +191,6 @@ def save_model(accelerator: Any, model: Any, cfg: ModelConfig, folder: Path) -> 
 def _copy_processor_files(source: Path, folder: Path) -> None:
     """Tokenizer, processor and template files of the base checkpoint, byte for byte."""
     if not source.is_dir():
-        from beacon.engines.tokenizer import load_processor
-
         processor, tokenizer = load_processor(str(source))
         (processor or tokenizer).save_pretrained(folder)
         return

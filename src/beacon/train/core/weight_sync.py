@@ -41,6 +41,12 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
+from beacon.engines.hf import HFEngine
+from beacon.engines.openai import OpenAIEngine
+from beacon.engines.registry import key_from_env
+from beacon.engines.spread import SpreadEngine
+from beacon.engines.tokenizer import HFTokenizer
+from beacon.engines.weights import push_weights
 from beacon.train.core.config import ServedRolloutConfig
 
 if TYPE_CHECKING:
@@ -85,12 +91,9 @@ def rollout_engine(
     `logits_processors` builds the in-process engine's processors from the tokenizer (tests
     steer the tiny model with `beacon.fakes.logits`); servers sample with their own, so it is
     refused with `rollout.servers`."""
-    from beacon.engines.tokenizer import HFTokenizer
 
     tokenizer = tokenizer or HFTokenizer.from_pretrained(model_path)
     if not rollout.servers:
-        from beacon.engines.hf import HFEngine
-
         processors = logits_processors(tokenizer) if logits_processors else None
         engine = HFEngine(
             model_path,
@@ -105,10 +108,6 @@ def rollout_engine(
             "logits_processors apply to the in-process engine, but rollout.servers is set: each "
             "`beacon serve` process samples with its own engine; give the processors to those"
         )
-    from beacon.engines.openai import OpenAIEngine
-    from beacon.engines.registry import key_from_env
-    from beacon.engines.spread import SpreadEngine
-    from beacon.engines.weights import push_weights
 
     key = key_from_env(rollout.server_api_key_env, required_by="rollout.server_api_key_env")
     engines = [

@@ -21,6 +21,7 @@ from beacon.train.core.config import (
     ServedRolloutConfig,
     TrainConfig,
 )
+from beacon.train.grpo.rewards import REWARDS
 
 
 class NAARConfig(StrictModel):
@@ -111,7 +112,6 @@ class RLConfig(StrictModel):
 
     @model_validator(mode="after")
     def _known_reward(self) -> RLConfig:
-        from beacon.train.grpo.rewards import REWARDS
 
         if self.reward not in REWARDS:
             raise ValueError(

@@ -39,10 +39,17 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from beacon.agent.loop import AgentLoop
+from beacon.benchmarks import get_benchmark
+from beacon.engines.registry import TINY_MODEL
+from beacon.engines.tiny import cached_tiny_model
+from beacon.images import ImageStore
 from beacon.jsonl import JsonlWriter
 from beacon.rollout import Group, Rollouts, RolloutStats
+from beacon.sandbox import Sandbox
 from beacon.train.core import train_loop as loop
 from beacon.train.core.checkpoint import TrainState
+from beacon.train.core.collate import Collator, PixelCache, rollout_check
 from beacon.train.core.health import group_health
 from beacon.train.core.outcomes import (
     GroupOutcomes,
@@ -248,11 +255,6 @@ def build_parts(
 ) -> GRPOParts:
     """Policy, optimizer, engine, sandbox, agent loop and the RL set; closed by `stack`;
     `logits_processors`: the in-process rollout engine's (`weight_sync.rollout_engine`)."""
-    from beacon.agent.loop import AgentLoop
-    from beacon.benchmarks import get_benchmark
-    from beacon.images import ImageStore
-    from beacon.sandbox import Sandbox
-    from beacon.train.core.collate import Collator, PixelCache, rollout_check
 
     bench = get_benchmark(cfg.rollout.benchmark)
     samples = list(
@@ -296,11 +298,9 @@ def build_parts(
 
 def resolve_model(cfg: GRPOConfig) -> GRPOConfig:
     """`model.path: tiny` is the built-in tiny Qwen2-VL (built on first use)."""
-    from beacon.engines.registry import TINY_MODEL
 
     if cfg.model.path != TINY_MODEL:
         return cfg
-    from beacon.engines.tiny import cached_tiny_model
 
     out = cfg.model_copy(deep=True)
     out.model.path = str(cached_tiny_model("qwen2_vl"))

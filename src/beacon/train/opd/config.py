@@ -27,6 +27,8 @@ from beacon.train.core.config import (
     ServedRolloutConfig,
     TrainConfig,
 )
+from beacon.train.opd.impact_weights import WEIGHTINGS
+from beacon.train.opd.shuffled import REFLECTION_SOURCES
 
 ALPHA_SWEEP = (0.05, 0.1, 0.2, 0.5, 1.0)
 """The high-impact fractions of the paper's alpha sweep (Table 4); 1.0 makes Low empty, which
@@ -72,8 +74,6 @@ class RevueConfig(StrictModel):
 
     def validate(self) -> list[str]:  # type: ignore[override]  # BaseModel.validate is deprecated
         """Cross-field problems, reported with every other config problem at once."""
-        from beacon.train.opd.impact_weights import WEIGHTINGS
-        from beacon.train.opd.shuffled import REFLECTION_SOURCES
 
         problems = []
         if self.k_support < 1:
@@ -228,6 +228,7 @@ class OPDConfig(StrictModel):
 
     @model_validator(mode="after")
     def _check(self) -> OPDConfig:
+        # lazy: a cycle (beacon.train.opd.step imports RevueConfig from here)
         from beacon.train.opd.step import TEACHER_CONTEXTS
 
         if self.teacher.context not in TEACHER_CONTEXTS:

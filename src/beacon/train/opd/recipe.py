@@ -29,17 +29,27 @@ import contextlib
 import logging
 from typing import TYPE_CHECKING, Any
 
+from beacon.agent.loop import AgentLoop
+from beacon.benchmarks.base import get_benchmark
+from beacon.engines.hf import HFEngine
 from beacon.engines.registry import key_from_env
+from beacon.engines.serve import run_app_in_thread
+from beacon.engines.tokenizer import HFTokenizer
+from beacon.images import ImageStore
 from beacon.rollout import Rollouts
+from beacon.sandbox import Sandbox
 from beacon.train.core import train_loop as loop
 from beacon.train.core.checkpoint import TrainState
+from beacon.train.core.collate import PixelCache, rollout_check
 from beacon.train.core.setup import build_policy, open_run
 from beacon.train.core.weight_sync import rollout_engine
 from beacon.train.opd.config import OPD_OPERATIONAL_KEYS, OPDConfig
-from beacon.train.opd.critic import CRITIC_LOG, CriticRunner
+from beacon.train.opd.critic import CRITIC_LOG, CriticRunner, HttpCritic
 from beacon.train.opd.probe import CHECK_FILE, teacher_check
 from beacon.train.opd.score import SequenceScorer
+from beacon.train.opd.scripted_critic import ScriptedCritic, create_app
 from beacon.train.opd.step import REVUE_LOG, OPDParts, opd_step
+from beacon.train.opd.teacher_server import RemoteTeacher, load_teacher_model
 
 if TYPE_CHECKING:
     from beacon.engines.hf import LogitsProcessorFactory
@@ -49,7 +59,6 @@ logger = logging.getLogger(__name__)
 
 def make_teacher(cfg: OPDConfig, device: Any, tokenizer: Any, pixels: Any, store: Any) -> Any:
     """In-process `SequenceScorer`, or `RemoteTeacher` when teacher.base_url is set."""
-    from beacon.train.opd.teacher_server import RemoteTeacher, load_teacher_model
 
     if cfg.teacher.base_url is not None:
         key = key_from_env(cfg.teacher.api_key_env, required_by="teacher.api_key_env")
@@ -60,7 +69,6 @@ def make_teacher(cfg: OPDConfig, device: Any, tokenizer: Any, pixels: Any, store
 def check_vocab(student_tok: Any, teacher_path: str) -> None:
     """The teacher scores the student's ids, so both must map ids to the same tokens (the
     teacher's tokenizer is loaded for this comparison only: the run uses the student's)."""
-    from beacon.engines.tokenizer import HFTokenizer
 
     teacher_tok = HFTokenizer.from_pretrained(teacher_path)
     if student_tok.tokenizer.get_vocab() != teacher_tok.tokenizer.get_vocab():
@@ -73,15 +81,12 @@ def check_vocab(student_tok: Any, teacher_path: str) -> None:
 def make_critic(cfg: OPDConfig, samples: list, stack: contextlib.ExitStack) -> Any:
     """The critic `send`: an HTTP client to critic.base_url, or (critic.kind: scripted) to the
     scripted synth critic served on a local port for the run."""
-    from beacon.train.opd.critic import HttpCritic
 
     if cfg.critic.kind == "http":
         if cfg.critic.base_url is None:  # OPDConfig refuses this for a reflection teacher
             raise ValueError("critic.base_url is not set; name the critic's endpoint")
         key = key_from_env(cfg.critic.api_key_env, required_by="critic.api_key_env")
         return HttpCritic(cfg.critic.base_url, cfg.critic.model, key, cfg.critic.vllm_extensions)
-    from beacon.engines.serve import run_app_in_thread
-    from beacon.train.opd.scripted_critic import ScriptedCritic, create_app
 
     handle = run_app_in_thread(create_app(ScriptedCritic(samples)))
     stack.callback(handle.stop)
@@ -98,12 +103,6 @@ def build_parts(
 ) -> OPDParts:
     """Student, rollout engine, teacher, critic, sandbox and agent loop; closed by `stack`;
     `logits_processors`: the in-process rollout engine's (`weight_sync.rollout_engine`)."""
-    from beacon.agent.loop import AgentLoop
-    from beacon.benchmarks.base import get_benchmark
-    from beacon.engines.tokenizer import HFTokenizer
-    from beacon.images import ImageStore
-    from beacon.sandbox import Sandbox
-    from beacon.train.core.collate import PixelCache, rollout_check
 
     tokenizer = HFTokenizer.from_pretrained(cfg.model.path)  # the run's one handle
     check_vocab(tokenizer, cfg.teacher.path)
@@ -163,8 +162,6 @@ def check_teacher(parts: OPDParts) -> None:
     if cfg.teacher.base_url is not None:
         teacher_check(parts, cfg.teacher_check, None)
         return
-    from beacon.agent.loop import AgentLoop
-    from beacon.engines.hf import HFEngine
 
     device = str(parts.policy.accelerator.device)
     engine = HFEngine(

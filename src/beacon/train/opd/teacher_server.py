@@ -27,8 +27,12 @@ from PIL import Image
 
 from beacon.engines.http import HttpClient, Retryable
 from beacon.engines.patch_embed import linear_patch_embeddings
+from beacon.engines.serve_guard import BearerAuth
+from beacon.engines.tokenizer import HFTokenizer
 from beacon.images import encode_png
+from beacon.train.core.collate import PixelCache
 from beacon.train.core.encode import EncodedTrajectory
+from beacon.train.opd.score import SequenceScorer
 from beacon.train.opd.topk import TeacherScores
 
 
@@ -92,11 +96,6 @@ def create_teacher_app(model_path: str, device: str = "cpu", api_key: str | None
     """A FastAPI app scoring sequences with the checkpoint at `model_path` (frozen, float32);
     with `api_key`, every route but /health needs it as a Bearer token."""
     from fastapi import FastAPI
-
-    from beacon.engines.serve_guard import BearerAuth
-    from beacon.engines.tokenizer import HFTokenizer
-    from beacon.train.core.collate import PixelCache
-    from beacon.train.opd.score import SequenceScorer
 
     model = load_teacher_model(model_path, device)
     tokenizer = HFTokenizer.from_pretrained(model_path)

@@ -39,6 +39,7 @@ from beacon.engines.config import EngineConfig
 from beacon.engines.registry import check_model
 from beacon.errors import UserError
 from beacon.eval.config import EvalConfig
+from beacon.eval.runner import preflight, run_eval
 from beacon.jsonl import write_jsonl_atomic
 from beacon.runfolder import (
     check_run_folder,
@@ -50,6 +51,7 @@ from beacon.runfolder import (
 from beacon.stages import Stage, run_stages
 from beacon.train.rft.config import RFT_OPERATIONAL_KEYS, RFTConfig
 from beacon.train.sft.config import DataConfig, SFTConfig
+from beacon.train.sft.recipe import DATA_FILE, run_sft
 
 logger = logging.getLogger(__name__)
 
@@ -96,7 +98,6 @@ def sft_config(cfg: RFTConfig, run_dir: Path) -> SFTConfig:
 
 def sample_stage(cfg: RFTConfig, run_dir: Path) -> StageSummary:
     """Run (or resume) the teacher's eval run; count its episodes and its accuracy."""
-    from beacon.eval.runner import run_eval
 
     eval_cfg = teacher_eval_config(cfg, run_dir)
     overall = run_eval(eval_cfg, progress=cfg.train.progress_bar)["overall"]
@@ -134,7 +135,6 @@ def sft_stage(
     cfg: RFTConfig, run_dir: Path, verified: dict[str, Any], resume: bool
 ) -> StageSummary:
     """`run_sft` on the verified set (`resume`: from its newest checkpoint, after a kill)."""
-    from beacon.train.sft.recipe import DATA_FILE, run_sft
 
     if verified["kept"] == 0:
         why = ", ".join(f"{k} {v}" for k, v in sorted(verified["dropped"].items()))
@@ -171,8 +171,6 @@ def run_rft(cfg: RFTConfig, resume: bool = False) -> dict[str, Any]:
     """Run every unfinished stage into `train.output_dir`; returns `summary.json`'s content."""
     import torch
     from accelerate import PartialState
-
-    from beacon.eval.runner import preflight
 
     processes = PartialState(cpu=not torch.cuda.is_available())
     run_dir = Path(cfg.train.output_dir)

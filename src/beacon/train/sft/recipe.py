@@ -15,6 +15,8 @@ from dataclasses import astuple, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from beacon.engines.tokenizer import HFTokenizer
+from beacon.images import ImageStore
 from beacon.jsonl import read_jsonl, write_atomic
 from beacon.rollout import check_trajectory
 from beacon.train.core import train_loop as loop
@@ -63,7 +65,6 @@ def read_trajectories(paths: Sequence[str]) -> list[Trajectory]:
 
 def build_data(cfg: SFTConfig, tokenizer: Any, processor: Any | None) -> SFTData:
     """Encode every trajectory of `data.train`; too-long ones are dropped and counted."""
-    from beacon.images import ImageStore
 
     store = ImageStore(cfg.data.images) if cfg.data.images else None
     load = store.get if store is not None else None
@@ -155,7 +156,6 @@ def sft_step(
 
 def build_parts(cfg: SFTConfig, accelerator: Any) -> tuple[loop.LoopParts, SFTData]:
     """The encoded data and the policy, prepared by `accelerator`."""
-    from beacon.engines.tokenizer import HFTokenizer
 
     tokenizer = HFTokenizer.from_pretrained(cfg.model.path)
     data = build_data(cfg, tokenizer, tokenizer.processor)
