@@ -25,3 +25,7 @@ def test_a_training_step_stays_in_few_rooms(
         files, switches = len(path.files), len(path.switches())
         ceiling = step_path.CEILING[name]
         assert files <= ceiling[0] and switches <= ceiling[1], (name, files, switches)
+        reader = path.reader_view()
+        files, switches = len(reader.files), len(reader.switches())
+        ceiling = step_path.CEILING_READER[name]
+        assert files <= ceiling[0] and switches <= ceiling[1], (name, "reader", files, switches)
