@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import re
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -151,6 +152,14 @@ def first_crop(sample: Sample, boxes: list[tuple[int, ...]]) -> str:
     return "other cell" if box in meta["cell_boxes"] else "elsewhere"
 
 
+def shown_digit(sample: Sample, boxes: list[tuple[int, ...]]) -> str | None:
+    """The digit in the outer cell the episode cropped last (None: its last crop is no cell)."""
+    meta = sample.metadata
+    if not boxes or list(boxes[-1]) not in meta["cell_boxes"]:
+        return None
+    return str(meta["digits"][meta["cell_boxes"].index(list(boxes[-1]))])
+
+
 def tally(run: Path, items: dict[tuple[str, str], Sample]) -> dict[str, Counter]:
     """Per benchmark (and key colour): episodes, right answers, first crops, the key-then-cell
     procedure, and per-item right counts (for pass@k)."""
@@ -159,6 +168,7 @@ def tally(run: Path, items: dict[tuple[str, str], Sample]) -> dict[str, Counter]
         record, traj = done.record, done.trajectory
         sample = items[(record["benchmark"], traj.sample_id)]
         boxes = [c.box for call in traj.tool_calls for c in call.image_crops if c is not None]
+        text = "".join(seg.text for seg in traj.segments if seg.role == "generated")
         name = record["benchmark"]
         if sample.metadata["kind"] == "told":
             name = f"{name} ({sample.metadata['colour']})"
@@ -173,6 +183,14 @@ def tally(run: Path, items: dict[tuple[str, str], Sample]) -> dict[str, Counter]
                 and list(boxes[1]) in sample.metadata["cell_boxes"]
             )
             c["key then cell"] += procedure
+            note = re.search(r"Key: (\d)", text)
+            c["key noted right"] += bool(note) and int(note.group(1)) == sample.metadata["key"]
+            c["second crop = target"] += (
+                len(boxes) >= 2 and list(boxes[1]) == sample.metadata["region"]
+            )
+            c["answer = last crop's digit"] += record.get("prediction") == shown_digit(
+                sample, boxes
+            )
             c[f"item:{traj.sample_id}"] += bool(record["correct"])
             c[f"seen:{traj.sample_id}"] += 1
     return out
@@ -182,9 +200,10 @@ def print_table(title: str, counts: dict[str, Counter]) -> None:
     print(f"\n{title}")
     print(
         "| set | n | accuracy | first crop: key / target / other cell / elsewhere / none "
-        "| key then cell | pass@k |"
+        "| key then cell | key noted right | 2nd crop = target | answer = last crop's digit "
+        "| pass@k |"
     )
-    print("|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for name, c in sorted(counts.items()):
         n = c["episodes"]
         firsts = " / ".join(
@@ -193,10 +212,16 @@ def print_table(title: str, counts: dict[str, Counter]) -> None:
         )
         seen = [k for k in c if k.startswith("seen:")]
         passed = sum(c["item:" + k[5:]] > 0 for k in seen) / len(seen) if seen else 0.0
-        print(
-            f"| {name} | {n} | {c['right'] / n:.2f} | {firsts} | {c['key then cell'] / n:.2f} "
-            f"| {passed:.2f} |"
+        rates = " | ".join(
+            f"{c[k] / n:.2f}"
+            for k in (
+                "key then cell",
+                "key noted right",
+                "second crop = target",
+                "answer = last crop's digit",
+            )
         )
+        print(f"| {name} | {n} | {c['right'] / n:.2f} | {firsts} | {rates} | {passed:.2f} |")
 
 
 def load_items(benches: list[str], limit: int, seed: int) -> dict[tuple[str, str], Sample]:
@@ -241,7 +266,7 @@ def sft(root: Path, steps: int, lr: float) -> Path:
     """`steps` of SFT of the shipped cold start on `root/sft` (the demo's SFT settings)."""
     from beacon.train.sft import SFTConfig, run_sft
 
-    run_dir = root / "sft-run"
+    run_dir = root / f"sft-run-{steps}"
     final = run_dir / f"checkpoint-{steps}"
     if (final / "COMPLETE").exists():
         return final
@@ -264,7 +289,7 @@ def sft(root: Path, steps: int, lr: float) -> Path:
                 "log_every": max(1, steps // 10),
                 "progress_bar": False,
                 "global_batch_size": 32,
-                "warmup_steps": min(30, steps - 1),
+                "warmup_steps": min(max(1, steps // 10), steps - 1),
                 "weight_decay": 0.01,
                 "betas": (0.9, 0.98),
             },
