@@ -10,8 +10,8 @@ tool mode unless said otherwise, `--items` held-out items per set (seed 2):
 2. **The cold start on the new kinds**: accuracy and the first crop (key box, target box, another
    cell, elsewhere, none) on `marked`, `keyed`, `keyed` with the hint, `told`.
 3. **A short SFT** of the cold start on the scripted expert's `synth_keys` rows (`--sft-steps`,
-   training seed 1: `marked` 400, `told` 600 with 2% red keys, hinted `keyed` 300, unhinted
-   `keyed` `--unhinted-keyed`), then the gates on the fine-tuned model:
+   training seed 1: `marked` `--marked-rows` (400), `told` 600 with 2% red keys, hinted `keyed`
+   300, unhinted `keyed` `--unhinted-keyed` (6)), then the gates on the fine-tuned model:
    - G-H1: unhinted `keyed`, sampled (T = 1, `--samples` per item): P(first crop = key), target
      0.02-0.10;
    - G-H2: unhinted `keyed` pass@`--samples`, target <= 0.5;
@@ -19,8 +19,11 @@ tool mode unless said otherwise, `--items` held-out items per set (seed 2):
    - G-R4: greedy `told`: the share of episodes that crop the key, then a cell (target >= 0.9),
      and `told` accuracy by key colour; `marked` accuracy (over-applied key-first shows there).
 
-Every run is an ordinary `beacon eval` / `beacon train sft` folder under `--out` (resumable: a
-finished folder is read, not rerun). Prints one table per phase.
+Each table row also gives the decisions along the chain: the key noted right (`Key: k`), the
+second crop on the target, the answer equal to the digit of the last cropped cell (grounded
+reading), and pass@k over the item's samples. Every run is an ordinary `beacon eval` / `beacon
+train sft` folder under `--out` (resumable: a finished folder is read, not rerun). Figures and
+commands: benchmarks/RESULTS.md.
 
     python benchmarks/demo2_pilot.py --out runs/demo2-pilot --items 60
 """
@@ -234,12 +237,12 @@ def load_items(benches: list[str], limit: int, seed: int) -> dict[tuple[str, str
     }
 
 
-def build_sft_rows(root: Path, unhinted_keyed: int) -> dict[str, int]:
+def build_sft_rows(root: Path, unhinted_keyed: int, marked: int) -> dict[str, int]:
     """The scripted expert's episodes on the training seed's items -> `root/sft/`."""
     if read_summary(root / "sft"):
         return read_summary(root / "sft")
     sets = {  # benchmark -> (first index, rows); unhinted keyed items are not the hinted ones
-        "synth_keys_marked": (0, 400),
+        "synth_keys_marked": (0, marked),
         SftTold.name: (0, 600),
         KEYED_HINTED: (0, 300),
         SynthKeysKeyed.name: (300, unhinted_keyed),
@@ -308,6 +311,7 @@ def main() -> None:
     parser.add_argument("--sft-steps", type=int, default=300, help="0: the cold start only")
     parser.add_argument("--lr", type=float, default=2e-3, help="SFT learning rate")
     parser.add_argument("--unhinted-keyed", type=int, default=6, help="N_u: unhinted keyed rows")
+    parser.add_argument("--marked-rows", type=int, default=400, help="marked SFT rows")
     args = parser.parse_args()
     import torch
 
@@ -352,7 +356,7 @@ def main() -> None:
         if not args.sft_steps:
             return
         start = time.perf_counter()
-        rows = build_sft_rows(out, args.unhinted_keyed)
+        rows = build_sft_rows(out, args.unhinted_keyed, args.marked_rows)
         print(f"\nSFT rows: {rows}")
         model = sft(out, args.sft_steps, args.lr)
         print(f"SFT {args.sft_steps} steps: {time.perf_counter() - start:.0f} s")
