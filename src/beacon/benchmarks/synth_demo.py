@@ -169,7 +169,7 @@ def prerender(
     if memo is None:
         raise RuntimeError("prerender() fills a render_once() block; open one first")
     missing = [key for key in dict.fromkeys(keys) if key not in memo]
-    if processes <= 1 or len(missing) < _POOL_MIN:
+    if processes <= 1 or len(missing) < max(1, _POOL_MIN):
         rendered = [render(*key) for key in missing]
     else:
         context = multiprocessing.get_context("spawn")
