@@ -47,12 +47,12 @@ from beacon.benchmarks.synth_keys import (
     SynthKeysTold,
     generate,
 )
+from beacon.data.eval_stages import run_trajectories
 from beacon.data.records import SFT_FILE
-from beacon.data.scripted import create_scripted_app
-from beacon.data.stages import run_trajectories
+from beacon.data.scripted_expert import create_scripted_app
 from beacon.demo.data import write_sft_set
 from beacon.demo.expert import MODEL_NAME, ScriptedDemoExpert, keys_agent
-from beacon.demo.stages import shipped_cold_start
+from beacon.demo.pipeline import shipped_cold_start
 from beacon.engines.config import EngineConfig
 from beacon.engines.serve import run_app_in_thread
 from beacon.eval.config import EvalConfig

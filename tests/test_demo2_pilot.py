@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from beacon.benchmarks.synth_keys import generate, grid_box
-from beacon.data.scripted import create_scripted_app
+from beacon.data.scripted_expert import create_scripted_app
 from beacon.demo.expert import MODEL_NAME, ScriptedDemoExpert
 from beacon.engines.config import EngineConfig
 from beacon.engines.serve import run_app_in_thread

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from beacon.data.stages import run_trajectories
+from beacon.data.eval_stages import run_trajectories
 
 from beacon.agent.formats import THYME
 from beacon.benchmarks import get_benchmark

@@ -135,7 +135,7 @@ def trainer_weights(accelerator: Any, model: torch.nn.Module) -> dict[str, torch
     """The whole weights of the prepared `model` on this process, as the rollout engine names
     them: FSDP2 gathers its shards (every process gets every tensor), DeepSpeed ZeRO-3 gathers
     its partitions for the copy, otherwise the unwrapped model's own `state_dict`; with LoRA,
-    the adapters merged into their base weights (`lora_weights.rollout_state_dict`)."""
+    the adapters merged into their base weights (`rollout_state_dict`)."""
     unwrapped = accelerator.unwrap_model(model)
     if accelerator.is_fsdp2:
         from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
