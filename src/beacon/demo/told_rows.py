@@ -233,7 +233,8 @@ def build_told_rows(
 ) -> dict[str, int]:
     """`root/teacher-told/trajectories.jsonl`: `plan`'s plain, conditioned and wrong-path rows
     from the expert's `told` episodes in `runs` (items: `samples`), images in `root/sft/images`
-    (the SFT image store); returns counts by row kind, colour, stage, anchor and attempt."""
+    (the SFT image store); returns counts by row kind, colour, stage, anchor and attempt, and
+    the expert's episodes per colour (`pool/`)."""
     store = ImageStore(root / "sft" / "images")
     pools = expert_episodes(runs, samples, store)
     plain = colours(plan.plain, plan.red_plain)
@@ -247,7 +248,7 @@ def build_told_rows(
             )
     rng = random.Random(f"demo-told:{seed}")
     draws = colour_draws(pools, rng)
-    rows, counts = [], Counter[str]()
+    rows, counts = [], Counter[str]({f"pool/{c}": len(pool) for c, pool in pools.items()})
     for colour in plain:
         _, trajectory = next(draws[colour])
         rows.append(tagged(trajectory, "plain").to_json())
