@@ -104,7 +104,8 @@ class Segment:
     """A contiguous run of tokens with one role.
 
     `loss_mask[i]` is 1 where token i may carry training loss (generated tokens only; prompt and
-    observation tokens are always 0). `logprobs[i]` is the sampling log-prob of generated token i
+    observation tokens are always 0); a text-only segment (no token ids) has one entry for all
+    its tokens, or none (1). `logprobs[i]` is the sampling log-prob of generated token i
     under the policy that produced it; None for prompt/observation segments or when the engine
     gave none. `images` holds ImageStore keys of the images this segment introduces, in order.
     `kind` marks generated text ("text") vs code ("code") for per-segment sampling and metrics.

@@ -49,7 +49,6 @@ from beacon.types import Sample, Trajectory
 
 TEACHER_DATA = "teacher-data"
 ORIGINAL_STATE = ObservedState(0, "ORIGINAL_STATE", None, ("ORIGINAL_IMAGE",), (), 0, 0)
-CROP_STATE = ObservedState(1, "R1_S1", 0, ("ORIGINAL_IMAGE", "R1_IMG1"), ("R1_IMG1",), 1, 1)
 STAGES = ("CORRECT", "READ", "ACQUIRE")
 DIAGNOSIS_ONLY_SHARE = 0.25
 """Of the rows with a wrong-answer break point, the share without an anchor (all-wrong groups)."""
@@ -66,20 +65,27 @@ def anchor_view(sample: Sample, store: ImageStore, rng: random.Random) -> str | 
     return store.put(sample.images[0].crop(tuple(crop_box(sample))))
 
 
+def sibling_anchor(sample: Sample, views: tuple[str, ...], rule: str) -> Anchor:
+    """The anchor a group's sufficient state gives: the crops `views` (image keys, call order)
+    a correct sibling made, or the original image when there are none; the scripted critic's
+    reading of `sample` and the grounding `rule`."""
+    state, ids = ORIGINAL_STATE, ("ORIGINAL_IMAGE",)
+    if views:
+        ids = tuple(f"R1_S{n}_IMG1" for n in range(1, len(views) + 1))
+        state = ObservedState(
+            len(ids), f"R1_S{len(ids)}", 0, ("ORIGINAL_IMAGE", *ids), ids[-1:], len(ids), len(ids)
+        )
+    read = reading(sample.question, sample.answer, sample.metadata.get("facts"))
+    return Anchor(state, ids, views, Reading(**read), Grounding(rule))
+
+
 def scripted_reflection(
     sample: Sample, view: str | None, stage: str, wrong: str, with_anchor: bool
 ) -> Reflection:
     """The reflection the scripted critic would give a rollout of `sample` whose group's
     sufficient view is `view` (a crop's image key, or None: the original image)."""
-    anchor = None
-    if with_anchor:
-        state, ids, keys = (
-            (ORIGINAL_STATE, ("ORIGINAL_IMAGE",), ())
-            if view is None
-            else (CROP_STATE, ("R1_IMG1",), (view,))
-        )
-        read = reading(sample.question, sample.answer, sample.metadata.get("facts"))
-        anchor = Anchor(state, ids, keys, Reading(**read), Grounding(**GROUNDING))
+    views = () if view is None else (view,)
+    anchor = sibling_anchor(sample, views, GROUNDING["rule"]) if with_anchor else None
     label = "CORRECT" if stage == "CORRECT" else "INCORRECT"
     found = diagnosis("R1", label, f"Final answer: {wrong}", sample.answer, stage == "READ")
     return Reflection(anchor, BreakPoint(found["stage"], found["discrepancy"]))

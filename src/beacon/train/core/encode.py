@@ -11,7 +11,9 @@ Two sources, one result (`EncodedTrajectory`):
    segment keeps every boundary, so the loss mask stays exact.
 
 The loss mask is `Segment.loss_mask` on generated segments and 0 everywhere else; image and
-vision-bracket tokens are 0 even inside a generated segment. A hinted trajectory (HGCE) trains
+vision-bracket tokens are 0 even inside a generated segment. A generated text segment has no
+per-token mask: its `loss_mask` is one value for all its tokens (`[0]`: context, not a target),
+and empty means 1. A hinted trajectory (HGCE) trains
 on its `original_prompt` when it has one.
 A text prompt is parsed back into chat messages by `beacon.agent.transcript`, the module that
 writes that text form.
@@ -89,7 +91,11 @@ def encode_trajectory(
     for segment in segments:
         seg_ids = segment.token_ids or _tokenize_segment(segment, tokenizer, load_image)
         if segment.role == "generated":
-            seg_mask = list(segment.loss_mask) if segment.token_ids else [1] * len(seg_ids)
+            seg_mask = (
+                list(segment.loss_mask)
+                if segment.token_ids
+                else text_loss_mask(segment, len(seg_ids), traj.sample_id)
+            )
             if len(seg_mask) != len(seg_ids):
                 raise ValueError(
                     f"trajectory {traj.sample_id}: a generated segment has {len(seg_ids)} ids "
@@ -104,6 +110,20 @@ def encode_trajectory(
         mask.extend(seg_mask)
         images.extend(segment.images)
     return EncodedTrajectory(sample_id=traj.sample_id, input_ids=ids, loss_mask=mask, images=images)
+
+
+def text_loss_mask(segment: Segment, count: int, sample_id: str) -> list[int]:
+    """The loss mask of a generated text segment (no token ids, so no per-token mask): one
+    value for all its `count` tokens, 1 when `loss_mask` is empty. `loss_mask=[0]` keeps a
+    generated segment in the context without training on it: a student-like prefix the
+    demo's wrong-path teacher rows continue from (`beacon.demo.told_rows`)."""
+    values = set(segment.loss_mask)
+    if len(values) > 1:
+        raise ValueError(
+            f"trajectory {sample_id}: a text segment (no token ids) has the loss mask "
+            f"{segment.loss_mask}; it takes one value for the whole segment ([0] or [1])"
+        )
+    return [int(values.pop()) if values else 1] * count
 
 
 def _tokenize_segment(

@@ -352,11 +352,22 @@ def keys_diagnosis(
     if answer == "(none)":
         return {"rollout_id": rollout, "stage": "OTHER", "discrepancy": "no final answer given"}
     boxes = [box for box, _, _ in crop_states(body) if box is not None]
+    stage, found = keys_break(meta, boxes, body, answer, owns)
+    return {"rollout_id": rollout, "stage": stage, "discrepancy": found}
+
+
+def keys_break(
+    meta: dict[str, Any], boxes: list[tuple[int, ...]], text: str, answer: str, owns: bool
+) -> tuple[str, str]:
+    """(stage, discrepancy) of a wrong, answered rollout of a `synth_keys` item that cropped
+    `boxes` (call order) and wrote `text` (where its key note is): the rules above, apart from
+    the request's text so that the demo's teacher rows (`beacon.demo.told_rows`) state exactly
+    what this critic would."""
     if meta["kind"] == "marked":
         found = marked_discrepancy(meta, boxes, answer, owns)
     else:
-        found = key_discrepancy(meta, boxes, _NOTE.search(body), answer, owns)
-    return {"rollout_id": rollout, "stage": "READ" if owns else "ACQUIRE", "discrepancy": found}
+        found = key_discrepancy(meta, boxes, _NOTE.search(text), answer, owns)
+    return "READ" if owns else "ACQUIRE", found
 
 
 def key_discrepancy(
