@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from beacon.data.eval_stages import run_trajectories
 
 from beacon.agent.formats import THYME
 from beacon.benchmarks import get_benchmark
 from beacon.benchmarks.synth_demo import coords
 from beacon.benchmarks.synth_keys import KEYED_HINTED, generate, grid_box
+from beacon.data.eval_stages import run_trajectories
 from beacon.data.scripted_expert import create_scripted_app
 from beacon.demo.expert import (
     KEYS_PHRASES,
