@@ -112,7 +112,8 @@ def plot_accuracy_by_mode(runs: Sequence[RunSummary], path: Path) -> Path:
     ax.set_ylabel("accuracy (%)")
     ax.set_ylim(0, 105)  # a percentage axis, also when every value is 0
     ax.set_title("Accuracy by mode")
-    ax.legend(fontsize=7, ncol=2)
+    if series:  # a run whose every item failed has no bars to name
+        ax.legend(fontsize=7, ncol=2)
     return save_figure(fig, path)
 
 
