@@ -28,6 +28,7 @@ from pydantic import BaseModel, computed_field
 from beacon.errors import UserError
 from beacon.jsonl import write_atomic
 from beacon.rollout import Rollouts
+from beacon.train.core.encode import code_digit_mask
 from beacon.train.opd.config import TeacherCheckConfig
 from beacon.train.opd.score import supervised_positions
 from beacon.train.opd.step import (
@@ -195,14 +196,7 @@ def _context_effect(
 def coordinate_mask(trajectory: Trajectory, encoded: Any, parts: Any) -> torch.Tensor:
     """[T] over the supervised positions: True where the token is a digit written in a code
     segment (the crop coordinates a trajectory copies from what it saw)."""
-    decode = parts.tokenizer.decode
-    flags = [
-        segment.role == "generated"
-        and segment.kind == "code"
-        and any(ch.isdigit() for ch in decode([token]))
-        for segment in trajectory.segments
-        for token in segment.token_ids
-    ]
+    flags = code_digit_mask(trajectory, parts.tokenizer.decode)
     positions = supervised_positions(encoded)
     if len(flags) != len(encoded.input_ids):  # trained on another prompt than sampled (HGCE)
         return torch.zeros(len(positions), dtype=torch.bool)
