@@ -12,21 +12,15 @@ from beacon.benchmarks import get_benchmark
 from beacon.benchmarks.synth_demo import coords
 from beacon.benchmarks.synth_keys import KEYED_HINTED, generate, grid_box
 from beacon.data.eval_stages import run_trajectories
-from beacon.data.scripted_expert import create_scripted_app
 from beacon.demo.expert import (
     KEYS_PHRASES,
-    MODEL_NAME,
     ScriptedDemoExpert,
     crop_code,
     key_note,
-    keys_agent,
     keys_crops,
 )
-from beacon.engines.config import EngineConfig
-from beacon.engines.serve import run_app_in_thread
-from beacon.eval.config import EvalConfig
-from beacon.eval.runner import run_eval
 
+from .keys_expert_run import keys_expert_run
 from .test_demo_model import user_turn
 
 FIXED = {coords(grid_box(r, c)) for r in range(3) for c in range(3)}
@@ -69,28 +63,8 @@ def expert_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     hinted `keyed` items: a real eval run."""
     limit, seed = 6, 5
     items = [s for name in BENCHES for s in get_benchmark(name).load(limit=limit, seed=seed)]
-    server = run_app_in_thread(
-        create_scripted_app(ScriptedDemoExpert(items), model_name=MODEL_NAME)
-    )
     out = tmp_path_factory.mktemp("keys-expert")
-    try:
-        engine = EngineConfig(name="openai", model=MODEL_NAME, base_url=server.base_url)
-        config = EvalConfig(
-            engine=engine,
-            agent=keys_agent(),
-            benchmarks=list(BENCHES),
-            limit=limit,
-            modes=["tool"],
-            seed=seed,
-            concurrency=2,
-            bootstrap=0,
-            report=False,
-            out=str(out),
-        )
-        run_eval(config, progress=False)
-    finally:
-        server.stop()
-    return out
+    return keys_expert_run(items, list(BENCHES), limit, seed, out)
 
 
 def test_expert_episodes_reach_the_answer_by_the_designed_crops(expert_run: Path) -> None:

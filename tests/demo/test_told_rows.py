@@ -13,8 +13,7 @@ import pytest
 from beacon.agent.transcript import messages_text, parse_prompt_text
 from beacon.benchmarks import get_benchmark
 from beacon.data.eval_stages import run_trajectories
-from beacon.data.scripted_expert import create_scripted_app
-from beacon.demo.expert import MODEL_NAME, ScriptedDemoExpert, crop_code, keys_agent
+from beacon.demo.expert import crop_code
 from beacon.demo.told_rows import (
     TOLD_DATA,
     ToldPlan,
@@ -23,15 +22,13 @@ from beacon.demo.told_rows import (
     build_told_rows,
     reflection,
 )
-from beacon.engines.config import EngineConfig
-from beacon.engines.serve import run_app_in_thread
 from beacon.engines.tokenizer import HFTokenizer
-from beacon.eval.config import EvalConfig
-from beacon.eval.runner import run_eval
 from beacon.images import ImageStore, image_key
 from beacon.train.core.encode import encode_trajectory
 from beacon.train.opd.conditioning import REFLECTION_HEADER, condition_messages, reflection_text
 from beacon.types import Segment, Trajectory
+
+from .keys_expert_run import keys_expert_run
 
 LIMIT, SEED = 8, 5  # 8 `told` items, half with red keys
 POSITION = "before_question"
@@ -45,28 +42,8 @@ def items() -> list:
 @pytest.fixture(scope="module")
 def expert_run(tmp_path_factory: pytest.TempPathFactory, items: list) -> Path:
     """The scripted expert over HTTP, tool mode, on the `told` items: a real eval run."""
-    server = run_app_in_thread(
-        create_scripted_app(ScriptedDemoExpert(items), model_name=MODEL_NAME)
-    )
     out = tmp_path_factory.mktemp("told-expert")
-    try:
-        engine = EngineConfig(name="openai", model=MODEL_NAME, base_url=server.base_url)
-        config = EvalConfig(
-            engine=engine,
-            agent=keys_agent(),
-            benchmarks=["synth_keys_told"],
-            limit=LIMIT,
-            modes=["tool"],
-            seed=SEED,
-            concurrency=2,
-            bootstrap=0,
-            report=False,
-            out=str(out),
-        )
-        run_eval(config, progress=False)
-    finally:
-        server.stop()
-    return out
+    return keys_expert_run(items, ["synth_keys_told"], LIMIT, SEED, out)
 
 
 @pytest.fixture(scope="module")
