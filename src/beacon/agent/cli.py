@@ -49,7 +49,6 @@ def run(
     ),
 ) -> None:
     """Run one episode and print the trajectory: reasoning, code, observations, answer."""
-
     if mode not in ("tool", "notool", "gated"):
         raise typer.BadParameter(f"--mode must be tool, notool or gated, got {mode!r}")
     try:

@@ -70,7 +70,6 @@ class AgentConfig(StrictModel):
     @field_validator("format")
     @classmethod
     def _known_format(cls, value: str) -> str:
-
         if value not in FORMATS:
             raise ValueError(f"unknown format {value!r}; choose one of {sorted(FORMATS)}")
         return value

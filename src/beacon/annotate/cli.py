@@ -118,7 +118,6 @@ def sample_command(
     force: bool = typer.Option(False, "--force", help="Overwrite an existing output file."),
 ) -> None:
     """Draw a balanced, seeded sample of tool-mode groups and write the annotation JSONL."""
-
     out = out or run / "annotate" / "sample.jsonl"
     if out.exists() and not force:
         typer.echo(
@@ -152,7 +151,6 @@ def agreement_command(
     json_out: Path | None = typer.Option(None, "--json", help="Also write the results as JSON."),
 ) -> None:
     """Exact-stage agreement, Cohen's κ and confusion matrix for every pair of sources."""
-
     try:
         loaded = load_sources(sources)
         results = compare_all(loaded)

@@ -104,7 +104,6 @@ class BabyVision(Benchmark):
         )
 
     def score(self, response: str, sample: Sample, *, judge: Any = None) -> Any:
-
         if sample.metadata.get("coordinate"):
             return verify_coordinates(response, sample, judge)
         return verify(response, sample, judge=judge)
@@ -173,7 +172,6 @@ def _as_choice(sample: Sample, row: Row) -> Sample:
 
 
 def _as_blank(sample: Sample, row: Row) -> Sample:
-
     gold = text(row.get("blankAns"))
     if not gold:
         raise ValueError(f"BabyVision task {sample.id}: a blank item without blankAns")

@@ -173,7 +173,6 @@ class Benchmark:
 
     def score(self, response: str, sample: Sample, *, judge: Any = None) -> Any:
         """Verdict for `response` (a `beacon.verify.Verdict`); scoring hints sit in metadata."""
-
         return verify(response, sample, judge=judge)
 
     def record_meta(self, sample: Sample) -> dict[str, Any]:

@@ -21,7 +21,6 @@ app = typer.Typer(
 @app.command("list")
 def list_command() -> None:
     """Every registered benchmark: name, hub source, categories, description."""
-
     for name in list_benchmarks():
         bench = get_benchmark(name)
         source = "built-in" if bench.hub is None else f"{bench.hub}@{bench.revision}"
@@ -46,7 +45,6 @@ def show_command(
     ),
 ) -> None:
     """Print the first samples' prompts, answers and metadata; optionally save their images."""
-
     try:
         bench = get_benchmark(name)
     except UnknownBenchmarkError as exc:
@@ -72,7 +70,6 @@ def _show(bench: Benchmark, path: Path | None, limit: int, seed: int, out: Path 
 
 
 def _save_images(images: list, folder: Path, stem: str) -> list[Path]:
-
     folder.mkdir(parents=True, exist_ok=True)
     saved = []
     for index, source in enumerate(images):

@@ -107,7 +107,6 @@ class GameQABase(Benchmark):
         return f"{sample.question}\n{numbered}"
 
     def score(self, response: str, sample: Sample, *, judge: Any = None) -> Any:
-
         texts = sample.metadata.get("option_texts")
         if texts:
             base = sample.metadata.get("option_base", 1)
@@ -197,7 +196,6 @@ def _options(value: Any) -> list[str]:
 
 def _with_gold(sample: Sample, gold: Any, options: list[str]) -> Sample:
     """Sets answer, answer_type and options from the game's answer convention."""
-
     answer = text(gold)
     if not answer:
         raise ValueError(f"GameQA item {sample.id}: no answer")

@@ -105,7 +105,6 @@ class TIRBench(Benchmark):
         )
 
     def score(self, response: str, sample: Sample, *, judge: Any = None) -> Any:
-
         item = TIRItem(
             task=sample.category or "",
             gold=sample.answer,

@@ -50,7 +50,6 @@ SHOW = typer.Option(
 
 def _load(config: Path | None, set_: list[str], show: bool) -> DataConfig:
     """The resolved data config; with --show-config, print it and exit instead."""
-
     try:
         cfg = load_data_config(config, list(set_))
     except (DataConfigError, FileNotFoundError) as exc:
@@ -82,7 +81,6 @@ def difficulty(
     show: bool = SHOW,
 ) -> None:
     """Sample the base model K times per item; keep items it solves at most max_correct times."""
-
     _run_stage(run_difficulty, config, set_, no_progress, show)
 
 
@@ -94,7 +92,6 @@ def expert(
     show: bool = SHOW,
 ) -> None:
     """The expert solves the selected items in tool mode; verified ones form the SFT set."""
-
     _run_stage(run_expert, config, set_, no_progress, show)
 
 
@@ -120,7 +117,6 @@ def all_stages(
     show: bool = SHOW,
 ) -> None:
     """Run difficulty, expert and hints in order, skipping each one that already finished."""
-
     cfg = _load(config, set_, show)
     stages = data_stages(cfg, progress=not no_progress)
     try:
@@ -180,7 +176,6 @@ def import_thyme_command(
     no_progress: bool = NO_PROGRESS,
 ) -> None:
     """Convert Thyme's public SFT format into Beacon trajectories the SFT trainer reads."""
-
     if not source.exists():
         typer.echo(f"error: {source} does not exist", err=True)
         raise typer.Exit(2)

@@ -73,7 +73,6 @@ def difficulty_eval_config(cfg: DataConfig) -> EvalConfig:
 
 def run_difficulty(cfg: DataConfig, progress: bool = True) -> StageSummary:
     """Sample, count, select; write selected.jsonl and summary.json."""
-
     eval_cfg = difficulty_eval_config(cfg)
     run_eval(eval_cfg, progress=progress)
     records = read_jsonl(Path(eval_cfg.out) / SAMPLES_FILE)
@@ -161,7 +160,6 @@ def refine_verified(
     cfg: DataConfig, verified: list[RunTrajectory], summary: StageSummary, progress: bool
 ) -> None:
     """Replace the verified trajectories by their adopted rewrites (beacon.data.refine)."""
-
     trajectories = [v.trajectory for v in verified]
     engine = build_engine(cfg.expert.engine)
     try:

@@ -203,7 +203,6 @@ def verified_trajectories(cfg: DataConfig) -> list[Trajectory]:
 
 
 def _expert_engine(cfg: DataConfig) -> Any:
-
     return build_engine(cfg.expert.engine)
 
 

@@ -59,7 +59,6 @@ def demo_command(
     """Train a ~1.3M-parameter Qwen2-VL from scratch on CPU: scripted-expert data, tool-biased
     SFT, GRPO with accuracy / NAAR / HGCE rewards over seeds, ReVuE vs vanilla OPD distillation;
     then evaluate every model with and without tools and write report.md with CIs and plots."""
-
     overrides = quick_overrides() if quick else []
     overrides.append(f"out={out or ('runs/demo-quick' if quick else 'runs/demo')}")
     if seeds is not None:

@@ -144,7 +144,6 @@ OPERATIONAL_KEYS = ("out", "progress", "threads", "seeds", "rl.arms", "jobs", "r
 def cold_start_identity(cfg: DemoConfig) -> dict[str, Any]:
     """The `COLD_START_KEYS` settings of `cfg`, flat (`data.concurrency` left out: it changes
     how fast the expert runs, not its trajectories)."""
-
     flat = flatten(to_dict(cfg))
     keep = {
         key: value
@@ -156,5 +155,4 @@ def cold_start_identity(cfg: DemoConfig) -> dict[str, Any]:
 
 def quick_overrides() -> list[str]:
     """`QUICK` as `--set` lines, so user overrides given after them win."""
-
     return [f"{key}={value}" for key, value in flatten(QUICK).items()]

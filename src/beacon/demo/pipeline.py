@@ -310,7 +310,6 @@ class DemoStages:
         warmup_steps: int | None = None,
     ) -> None:
         """SFT of `model` on `data`'s trajectories (images always in `sft/images`)."""
-
         if is_complete(run_dir, steps):
             return
         s = self.cfg.sft
@@ -348,7 +347,6 @@ class DemoStages:
         self.sft(self.student_dir, student_init, self.cfg.revue.student_sft_steps)
 
     def grpo(self, arm: str, seed: int) -> None:
-
         run_dir = self.rl_dir(arm, seed)
         r = self.cfg.rl
         if is_complete(run_dir, r.steps):
@@ -412,7 +410,6 @@ class DemoStages:
     def opd(self, variant: str, seed: int) -> None:
         """One OPD run; a teacher the check refuses ends it with `REFUSED` (the report says
         why), the demo goes on."""
-
         run_dir = self.opd_dir(variant, seed)
         v = self.cfg.revue
         if self.opd_done(variant, seed):
@@ -475,7 +472,6 @@ class DemoStages:
 
     def rescued(self, arm: str, seed: int) -> list[str]:
         """Ids of the items HGCE rescued in run (`arm`, `seed`), in first-rescue order."""
-
         rows = read_jsonl(self.rl_dir(arm, seed) / HGCE_LOG)
         return list(dict.fromkeys(str(r["sample_id"]) for r in rows if any(r["correct"])))
 
@@ -489,7 +485,6 @@ class DemoStages:
         limit: int | None = None,
         ids: dict[str, list[str]] | None = None,
     ) -> None:
-
         e = self.cfg.eval
         cfg = EvalConfig(
             engine=EngineConfig(name="hf", model=str(model), device="cpu", batch_size=e.batch_size),

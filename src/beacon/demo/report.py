@@ -118,7 +118,6 @@ def read_jsonl(path: Path) -> list[dict]:
 
 def check_line(check: dict) -> str:
     """One line of a `teacher_check.json`: the check's own, and what the context did."""
-
     result = TeacherCheck.model_validate(check)
     context = f"; context: {result.context.line()}" if result.context is not None else ""
     return result.line() + context

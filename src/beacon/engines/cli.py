@@ -36,7 +36,6 @@ def make(
     seed: int = typer.Option(0, "--seed", help="Seed of the random weights."),
 ) -> None:
     """Build a tiny random vision-language model with its tokenizer, processor and template."""
-
     if arch not in ARCHS:
         raise typer.BadParameter(f"--arch {arch!r}: choose one of {', '.join(ARCHS)}")
     path = make_tiny_model(out_dir, arch=arch, seed=seed)  # type: ignore[arg-type]

@@ -367,7 +367,6 @@ def openai_message(message: Message, data_url: Any = None) -> dict[str, Any]:
 
 def image_data_url(source: Any) -> str:
     """`data:image/png;base64,...` for a PIL image, path or bytes."""
-
     png = encode_png(load_image(source))
     return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
 

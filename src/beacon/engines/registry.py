@@ -189,7 +189,6 @@ def _hf(model: str, **kwargs: Any) -> Engine:
 
 
 def _vllm(model: str, **kwargs: Any) -> Engine:
-
     return VLLMEngine(model, **kwargs)
 
 

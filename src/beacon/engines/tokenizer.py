@@ -210,7 +210,6 @@ def message_images(messages: Sequence[Message]) -> list[Image.Image]:
     {"type": "image_url", "image_url": {"url": "data:image/png;base64,..."}} (data URLs and
     local paths only: engines never fetch from the network).
     """
-
     images = []
     for message in messages:
         content = message.get("content")

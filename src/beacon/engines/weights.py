@@ -180,7 +180,6 @@ def push_weights(
     them): cast to the server's dtypes, in chunks of at most `chunk_bytes` of tensors (see the
     module docstring); not retried, since a server that misses a push must stop the run, not
     sample on."""
-
     for base_url in base_urls:
         root = base_url.rstrip("/").removesuffix("/v1")
         with HttpClient(root, api_key, timeout_s, concurrency=1) as client:

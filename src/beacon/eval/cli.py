@@ -105,7 +105,6 @@ def eval_command(
     no_progress: bool = typer.Option(False, "--no-progress", metavar="", help="No progress bar."),
 ) -> None:
     """Evaluate a model on benchmarks with and without tools; write samples, summary, report."""
-
     overrides = _overrides(
         model, engine, base_url, bench, modes, samples, concurrency, limit, out, data
     )

@@ -372,7 +372,6 @@ def _build_judge(cfg: EvalConfig, out: Path) -> Judge | None:
 
 def finish_run(cfg: EvalConfig, out: Path) -> Summary:
     """Summarize samples.jsonl into summary.json (`beacon eval` then writes report.md)."""
-
     records = read_samples(out / SAMPLES_FILE)
     aggregators = {name: get_benchmark(name).aggregate for name in cfg.benchmarks}
     summary = summarize(records, bootstrap=cfg.bootstrap, seed=cfg.seed, aggregators=aggregators)

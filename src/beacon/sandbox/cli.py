@@ -34,7 +34,6 @@ def run(
     ),
 ) -> None:
     """Run CODE with `image` / `image_path` bound to IMAGE; print the result as JSON."""
-
     source = _read_inputs(image, code)
     config = SandboxConfig(timeout_s=timeout, isolation=isolation, num_workers=1)
     with Sandbox(config) as sandbox, sandbox.session(images=list(image)) as session:
@@ -66,7 +65,6 @@ def run(
 
 def _read_inputs(images: list[Path], code: Path) -> str:
     """Check every image and read the code before any worker starts, so a bad input is one line."""
-
     for path in images:
         if not path.is_file():
             raise UserError(f"--image {path}: no such file; give a readable image file")

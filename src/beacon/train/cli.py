@@ -74,7 +74,6 @@ def plan_only(
 ) -> bool:
     """Whether the command ends here: with `dry_run`, the plan printed. The device memory goes
     to every process of a launch through $BEACON_DEVICE_MEMORY_GB."""
-
     if device_memory_gb is not None:
         os.environ[DEVICE_MEMORY_ENV] = str(device_memory_gb)
     if not dry_run:

@@ -63,7 +63,6 @@ def coordinates_match(answer: str, gold: str) -> bool | None:
 
 def verify_coordinates(response: str, sample: Sample, judge: Judge | None = None) -> Verdict:
     """The verdict for a coordinate gold (`sample.answer`); the judge only when unreadable."""
-
     answer = extract_answer(response)
     same = None if answer is None else coordinates_match(answer, sample.answer)
     if same is None:

@@ -50,7 +50,6 @@ def verify_option_number(
     response: str, sample: Sample, texts: Sequence[str], base: int, judge: Judge | None = None
 ) -> Verdict:
     """The verdict for a gold option number (`sample.answer`); the judge only when unreadable."""
-
     pick = read_option_number(extract_answer(response), texts, base)
     if pick is None:
         verdict = Verdict(False, 0.0, False, None, "rule", "no option in the answer")

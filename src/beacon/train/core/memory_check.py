@@ -77,7 +77,6 @@ def _with(cfg: Any, key: str, value: Any) -> Any:
 
 
 def _lora(cfg: Any, launch: Launch) -> tuple[Any, Launch] | None:
-
     return None if cfg.model.lora is not None else (_with(cfg, "model.lora", LoraConfig()), launch)
 
 

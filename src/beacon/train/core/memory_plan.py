@@ -137,7 +137,6 @@ class MemoryPlan:
 def model_shape(path: str, model: ModelConfig | None = None, key: str = "model.path") -> ModelShape:
     """Counts and sizes of the checkpoint at `path` (the setting `key`), built on the meta
     device; `model` decides what is trainable (frozen vision tower, LoRA)."""
-
     try:
         check_model(EngineConfig(name="hf", model=path))
     except UserError:
@@ -186,7 +185,6 @@ def _meta_model(path: str) -> Any:
 
 def tiny_path(path: str) -> str:
     """`path`, or the built-in tiny model's folder for `tiny`."""
-
     if path != TINY_MODEL:
         return path
 

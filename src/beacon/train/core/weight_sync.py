@@ -91,7 +91,6 @@ def rollout_engine(
     `logits_processors` builds the in-process engine's processors from the tokenizer (tests
     steer the tiny model with `beacon.fakes.logits`); servers sample with their own, so it is
     refused with `rollout.servers`."""
-
     tokenizer = tokenizer or HFTokenizer.from_pretrained(model_path)
     if not rollout.servers:
         processors = logits_processors(tokenizer) if logits_processors else None

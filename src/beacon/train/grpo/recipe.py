@@ -255,7 +255,6 @@ def build_parts(
 ) -> GRPOParts:
     """Policy, optimizer, engine, sandbox, agent loop and the RL set; closed by `stack`;
     `logits_processors`: the in-process rollout engine's (`weight_sync.rollout_engine`)."""
-
     bench = get_benchmark(cfg.rollout.benchmark)
     samples = list(
         bench.load(path=cfg.rollout.path, limit=cfg.rollout.limit, seed=cfg.rollout.data_seed)
@@ -298,7 +297,6 @@ def build_parts(
 
 def resolve_model(cfg: GRPOConfig) -> GRPOConfig:
     """`model.path: tiny` is the built-in tiny Qwen2-VL (built on first use)."""
-
     if cfg.model.path != TINY_MODEL:
         return cfg
 

@@ -59,7 +59,6 @@ logger = logging.getLogger(__name__)
 
 def make_teacher(cfg: OPDConfig, device: Any, tokenizer: Any, pixels: Any, store: Any) -> Any:
     """In-process `SequenceScorer`, or `RemoteTeacher` when teacher.base_url is set."""
-
     if cfg.teacher.base_url is not None:
         key = key_from_env(cfg.teacher.api_key_env, required_by="teacher.api_key_env")
         return RemoteTeacher(cfg.teacher.base_url, store.get, api_key=key)
@@ -69,7 +68,6 @@ def make_teacher(cfg: OPDConfig, device: Any, tokenizer: Any, pixels: Any, store
 def check_vocab(student_tok: Any, teacher_path: str) -> None:
     """The teacher scores the student's ids, so both must map ids to the same tokens (the
     teacher's tokenizer is loaded for this comparison only: the run uses the student's)."""
-
     teacher_tok = HFTokenizer.from_pretrained(teacher_path)
     if student_tok.tokenizer.get_vocab() != teacher_tok.tokenizer.get_vocab():
         raise ValueError(
@@ -81,7 +79,6 @@ def check_vocab(student_tok: Any, teacher_path: str) -> None:
 def make_critic(cfg: OPDConfig, samples: list, stack: contextlib.ExitStack) -> Any:
     """The critic `send`: an HTTP client to critic.base_url, or (critic.kind: scripted) to the
     scripted synth critic served on a local port for the run."""
-
     if cfg.critic.kind == "http":
         if cfg.critic.base_url is None:  # OPDConfig refuses this for a reflection teacher
             raise ValueError("critic.base_url is not set; name the critic's endpoint")
@@ -103,7 +100,6 @@ def build_parts(
 ) -> OPDParts:
     """Student, rollout engine, teacher, critic, sandbox and agent loop; closed by `stack`;
     `logits_processors`: the in-process rollout engine's (`weight_sync.rollout_engine`)."""
-
     tokenizer = HFTokenizer.from_pretrained(cfg.model.path)  # the run's one handle
     check_vocab(tokenizer, cfg.teacher.path)
     policy = build_policy(cfg.model, cfg.train, accelerator)

@@ -98,7 +98,6 @@ def sft_config(cfg: RFTConfig, run_dir: Path) -> SFTConfig:
 
 def sample_stage(cfg: RFTConfig, run_dir: Path) -> StageSummary:
     """Run (or resume) the teacher's eval run; count its episodes and its accuracy."""
-
     eval_cfg = teacher_eval_config(cfg, run_dir)
     overall = run_eval(eval_cfg, progress=cfg.train.progress_bar)["overall"]
     episodes = overall["n_samples"]
@@ -135,7 +134,6 @@ def sft_stage(
     cfg: RFTConfig, run_dir: Path, verified: dict[str, Any], resume: bool
 ) -> StageSummary:
     """`run_sft` on the verified set (`resume`: from its newest checkpoint, after a kill)."""
-
     if verified["kept"] == 0:
         why = ", ".join(f"{k} {v}" for k, v in sorted(verified["dropped"].items()))
         raise UserError(

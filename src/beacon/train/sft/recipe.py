@@ -65,7 +65,6 @@ def read_trajectories(paths: Sequence[str]) -> list[Trajectory]:
 
 def build_data(cfg: SFTConfig, tokenizer: Any, processor: Any | None) -> SFTData:
     """Encode every trajectory of `data.train`; too-long ones are dropped and counted."""
-
     store = ImageStore(cfg.data.images) if cfg.data.images else None
     load = store.get if store is not None else None
     header = store.header if store is not None else None  # tokens need sizes, not pixels
@@ -156,7 +155,6 @@ def sft_step(
 
 def build_parts(cfg: SFTConfig, accelerator: Any) -> tuple[loop.LoopParts, SFTData]:
     """The encoded data and the policy, prepared by `accelerator`."""
-
     tokenizer = HFTokenizer.from_pretrained(cfg.model.path)
     data = build_data(cfg, tokenizer, tokenizer.processor)
     return build_policy(cfg.model, cfg.train, accelerator), data
