@@ -262,10 +262,8 @@ def build_sft_set(cfg: DataConfig, expert: list[RunTrajectory], text: list[RunTr
     for run_dir, done_list in sources:
         run_store = ImageStore(run_dir / "images")
         for done in done_list:
-            traj = done.trajectory
-            for key in image_keys(traj):
-                copy_image(run_store, store, key)
-            rows.append(traj.to_json())
+            copy_images(run_store, store, done.trajectory)
+            rows.append(done.trajectory.to_json())
     return write_jsonl_atomic(folder / SFT_FILE, rows)
 
 
@@ -274,6 +272,12 @@ def image_keys(traj: Trajectory) -> list[str]:
     if traj.original_prompt is not None:
         keys += traj.original_prompt.images
     return keys
+
+
+def copy_images(src: ImageStore, dst: ImageStore, traj: Trajectory) -> None:
+    """Every image `traj` references (`image_keys`), from the run's store into `dst`."""
+    for key in image_keys(traj):
+        copy_image(src, dst, key)
 
 
 def copy_image(src: ImageStore, dst: ImageStore, key: str) -> None:

@@ -26,7 +26,7 @@ from beacon.benchmarks.synth_demo import (
     prerender,
     render_once,
 )
-from beacon.data.eval_stages import copy_image, image_keys, run_trajectories
+from beacon.data.eval_stages import copy_images, run_trajectories
 from beacon.data.records import SFT_FILE
 from beacon.data.scripted_expert import create_scripted_app
 from beacon.demo.config import DemoConfig
@@ -120,8 +120,7 @@ def write_sft_set(root: Path, runs: list[Path]) -> dict[str, int]:
                 counts["dropped"] += 1
                 continue
             traj = done.trajectory
-            for key in image_keys(traj):
-                copy_image(source, store, key)
+            copy_images(source, store, traj)
             traj.metadata = {
                 **traj.metadata,
                 "source": "scripted_expert",

@@ -36,7 +36,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from beacon.benchmarks.synth_keys import is_red, named_cell
-from beacon.data.eval_stages import copy_image, image_keys, run_trajectories
+from beacon.data.eval_stages import copy_images, run_trajectories
 from beacon.data.records import SFT_FILE
 from beacon.demo.expert import KEY_NOTE, RED_NOTE, crop_code, key_note, keys_crops
 from beacon.demo.teacher_data import conditioned, sibling_anchor
@@ -222,8 +222,7 @@ def expert_episodes(
                 continue
             if record["mode"] != "tool" or not record["correct"] or record.get("error"):
                 continue
-            for key in image_keys(trajectory):
-                copy_image(source, store, key)
+            copy_images(source, store, trajectory)
             pools[sample.metadata["colour"]].append((sample, trajectory))
     return pools
 
