@@ -202,23 +202,31 @@ def hint_ratio_sums(
     coords are [B, T]; advantages and hinted (the row's old log-probs are the hinted prompt's)
     are [B]. A token is clipped when `grpo_loss` takes its clipped term (its gradient is cut):
     r > 1 + ε_high at A > 0, r < 1 − ε at A < 0."""
-    high = clip_eps if clip_eps_high is None else clip_eps_high
     on = mask.bool() & hinted.bool()[:, None]
     log_ratio = logp.detach() - old_logp.detach()
-    ratio = log_ratio.exp()
     adv = advantages[:, None].expand_as(on)
     pos, neg = on & (adv > 0), on & (adv < 0)
+    cut = clip_cut(log_ratio.exp(), adv, clip_eps, clip_eps_high)
     coords_on = on & coords.bool()
     return HintRatio(
         log_ratio_sum=float(log_ratio[on].sum()),
         tokens=int(on.sum()),
         coords_log_ratio_sum=float(log_ratio[coords_on].sum()),
         coords_tokens=int(coords_on.sum()),
-        clipped_pos=int((pos & (ratio > 1.0 + high)).sum()),
+        clipped_pos=int((pos & cut).sum()),
         tokens_pos=int(pos.sum()),
-        clipped_neg=int((neg & (ratio < 1.0 - clip_eps)).sum()),
+        clipped_neg=int((neg & cut).sum()),
         tokens_neg=int(neg.sum()),
     )
+
+
+def clip_cut(
+    ratio: Tensor, adv: Tensor, clip_eps: float, clip_eps_high: float | None = None
+) -> Tensor:
+    """True where the clipped surrogate's min takes the clipped term, so the token's gradient is
+    cut: r > 1 + ε_high at A > 0, r < 1 − ε at A < 0 (never at A = 0). Shapes broadcast."""
+    high = clip_eps if clip_eps_high is None else clip_eps_high
+    return ratio.clamp(1.0 - clip_eps, 1.0 + high) * adv < ratio * adv
 
 
 def policy_rows(
@@ -518,7 +526,7 @@ def grpo_loss(
             loss=loss,
             policy_loss=aggregate(policy, mask, aggregation, normalizer),
             kl=aggregate(kl, mask, aggregation, normalizer),
-            clip_frac=((clipped < unclipped) & on).sum() / max(num_tokens, 1),
+            clip_frac=(clip_cut(ratio, adv, clip_eps, high) & on).sum() / max(num_tokens, 1),
             ratio_mean=ratio_on.mean(),
             ratio_max=ratio_on.max(),
             num_tokens=num_tokens,
