@@ -25,7 +25,13 @@ def test_a_training_step_stays_in_few_rooms(
         files, switches = len(path.files), len(path.switches())
         ceiling = step_path.CEILING[name]
         assert files <= ceiling[0] and switches <= ceiling[1], (name, files, switches)
-        reader = path.reader_view()
-        files, switches = len(reader.files), len(reader.switches())
-        ceiling = step_path.CEILING_READER[name]
-        assert files <= ceiling[0] and switches <= ceiling[1], (name, "reader", files, switches)
+        views = {
+            "reader": (path.reader_view(), step_path.CEILING_READER),
+            "step": (path.step_view(), step_path.CEILING_STEP),
+            "step reader": (path.step_view().reader_view(), step_path.CEILING_STEP_READER),
+        }
+        for view, (walked, ceilings) in views.items():
+            files, switches = len(walked.files), len(walked.switches())
+            ceiling = ceilings[name]
+            assert files <= ceiling[0] and switches <= ceiling[1], (name, view, files, switches)
+        assert path.step_view().files < path.files  # the setup is not the step's
