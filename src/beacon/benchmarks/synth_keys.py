@@ -20,14 +20,10 @@ skipping the key's cell. The key digit `k` names cell `k`. Two layouts keep the 
 **Kinds.** `marked` and `keyed` ask `MARKED_QUESTION`; `told` asks `TOLD_QUESTION`, which states
 that the key names the cell.
 
-- `marked`: the question names the target after `MARK_NOTE` ("... Marked: cell 5."); the key is
-  a **decoy** naming another cell, so "a key is present" does not mean "crop the key". The cue is
-  text, not a mark in the image: the demo's pilot drew a 5 px orange frame around the target, and
-  a cold start fine-tuned on 400-800 framed rows still cropped the framed cell at chance
-  (0.13-0.27; benchmarks/RESULTS.md): the tiny model does not turn a place it sees into crop
-  coordinates, while it does turn a digit it has written into them (`told`: 0.97-1.00).
-- `keyed`: the target is cell `k`, and the question names no cell: the key is the only way to it
-  (HGCE's item; `metadata["hint"]` is `KEYED_HINT`).
+- `marked`: the target is the cell in an orange 5 px frame (14 px outside its box); the key is a
+  **decoy** naming another cell, so "a key is present" does not mean "crop the key".
+- `keyed`: the target is cell `k`, with no frame: the key is the only way to it (HGCE's item;
+  `metadata["hint"]` is `KEYED_HINT`).
 - `told`: the target is cell `k`, but a **red** key counts from the other end: cell `9 - k`
   (ReVuE's item: a grounding rule the question does not state).
 
@@ -83,13 +79,13 @@ GLYPH_PX = (26, 32)
 KEY_INK = (60, 110)  # grey level of a plain key's digit
 RED_INK = ((190, 230), (20, 50), (20, 50))  # RGB ranges of a red key's digit
 KEY_OUTLINES = tuple(c for c in BOX_COLORS if c != (200, 30, 30))  # blue, green: never red
+FRAME_COLOR = (240, 140, 20)
+FRAME_GAP, FRAME_WIDTH = 14, 5
 RED_SHARE = 0.5
 DEFAULT_SIZE = 120
 MARKED_QUESTION = "What digit is in the marked cell?"
-MARK_NOTE = " Marked: cell "
-"""A `marked` item's cue after `MARKED_QUESTION`: `" Marked: cell 5."` names its target."""
 TOLD_QUESTION = "The key in the corner names a cell. What digit is in that cell?"
-KEYED_HINT = "No cell is named: the key in the centre names the marked cell. Crop the key first."
+KEYED_HINT = "No cell is framed: the key in the centre names the marked cell. Crop the key first."
 UNINFORMATIVE_HINT = "Look at the image carefully before you answer."
 """The HGCE control arm's hint: answer-free like `KEYED_HINT`, but it names no procedure."""
 
@@ -138,7 +134,7 @@ def _generate(seed: int, index: int, kind: str, red_share: float) -> Sample:
     key = rng.randint(1, len(cells))
     red = kind == "told" and is_red(index, red_share)
     decoy = None
-    if kind == "marked":  # the question names the target; the key names another one
+    if kind == "marked":  # the framed cell is the target; the key names another one
         target = rng.choice([c for c in range(1, len(cells) + 1) if c != key])
         decoy = key
     else:
@@ -154,7 +150,13 @@ def _generate(seed: int, index: int, kind: str, red_share: float) -> Sample:
     red_ink = (rng.randint(*RED_INK[0]), rng.randint(*RED_INK[1]), rng.randint(*RED_INK[2]))
     key_ink = red_ink if red else (grey, grey, grey)  # both drawn: red changes nothing else
     _draw_box(canvas, draw, rng, key_box, key, key_ink, KEY_OUTLINES)
-    metadata: dict[str, Any] = {}
+    metadata: dict[str, Any] = {"frame": None}
+    if kind == "marked":
+        x0, y0, x1, y1 = boxes[target - 1]
+        pad = FRAME_GAP + FRAME_WIDTH
+        frame = (x0 - pad, y0 - pad, x1 + pad, y1 + pad)
+        draw.rectangle(frame, outline=FRAME_COLOR, width=FRAME_WIDTH)
+        metadata["frame"] = list(frame)
     target_box = list(boxes[target - 1])
     answer = digits[target - 1]
     metadata |= {
@@ -182,19 +184,12 @@ def _generate(seed: int, index: int, kind: str, red_share: float) -> Sample:
     return Sample(
         id=str(index),
         images=[canvas],
-        question=question(kind, target),
+        question=TOLD_QUESTION if kind == "told" else MARKED_QUESTION,
         answer=str(answer),
         answer_type="number",
         benchmark=f"{SynthKeys.name}_{kind}",
         metadata=metadata,
     )
-
-
-def question(kind: str, target: int) -> str:
-    """`TOLD_QUESTION`; `MARKED_QUESTION`, naming the target after `MARK_NOTE` on `marked`."""
-    if kind == "told":
-        return TOLD_QUESTION
-    return f"{MARKED_QUESTION}{MARK_NOTE}{target}." if kind == "marked" else MARKED_QUESTION
 
 
 def _draw_box(
@@ -220,8 +215,7 @@ class SynthKeys(Benchmark):
 
     name = "synth_keys"
     description = (
-        "Built-in 3x3 digit grids with a key box naming the cell to read: named in the question "
-        "(`marked`), "
+        "Built-in 3x3 digit grids with a key box naming the cell to read: framed (`marked`), "
         "key-only (`keyed`) and stated-procedure (`told`, half with a red key that counts from "
         "the end) items, cycling (no download)."
     )
@@ -250,21 +244,20 @@ class SynthKeys(Benchmark):
 
 @register
 class SynthKeysMarked(SynthKeys):
-    """Registered as `synth_keys_marked`: the question names the target; the key is a decoy
-    (layout C)."""
+    """Registered as `synth_keys_marked`: framed-target items with a decoy key (layout C)."""
 
     name = "synth_keys_marked"
-    description = "`synth_keys` items whose question names the target cell; the key is a decoy."
+    description = "`synth_keys` items whose target cell is framed; the key is a decoy."
     categories = kinds = ("marked",)
 
 
 @register
 class SynthKeysKeyed(SynthKeys):
-    """Registered as `synth_keys_keyed`: the question names no cell, the centre key names the
-    target (HGCE's items; `metadata["hint"]` is `KEYED_HINT`)."""
+    """Registered as `synth_keys_keyed`: no frame, the centre key names the target (HGCE's
+    items; `metadata["hint"]` is `KEYED_HINT`)."""
 
     name = "synth_keys_keyed"
-    description = "`synth_keys` items naming no cell: the key in the centre names the target."
+    description = "`synth_keys` items with no frame: the key in the centre names the target."
     categories = kinds = ("keyed",)
 
 

@@ -19,7 +19,7 @@ as the question writes them; after the observation it answers `<answer>d</answer
 `synth_keys` items (`beacon.benchmarks.synth_keys`) take the design's multi-step trajectories
 (`../shared/research/demo2_design.md` §2.3), in tool mode always:
 
-- `marked`: crop the box of the cell the question names, then answer;
+- `marked`: crop the framed cell's box, then answer;
 - `keyed` / `told`: crop the key's box; write the key as read, `Key: 3.` (a red key:
   `Key: 3 red.`) and crop the cell it names (a red key counts from the end: cell 6); answer.
 
@@ -38,7 +38,6 @@ from beacon.agent.formats import ANSWER_CLOSE, THYME
 from beacon.benchmarks.synth_demo import coords
 from beacon.benchmarks.synth_keys import (
     KEYED_HINT,
-    MARK_NOTE,
     MARKED_QUESTION,
     TOLD_QUESTION,
     UNINFORMATIVE_HINT,
@@ -50,20 +49,11 @@ from beacon.types import Sample
 
 MODEL_NAME = "scripted-demo-expert"
 KEY_NOTE, RED_NOTE = "Key: ", " red."
-KEYS_PHRASES = [
-    MARKED_QUESTION,
-    MARK_NOTE,
-    TOLD_QUESTION,
-    KEY_NOTE,
-    RED_NOTE,
-    KEYED_HINT,
-    UNINFORMATIVE_HINT,
-]
+KEYS_PHRASES = [MARKED_QUESTION, TOLD_QUESTION, KEY_NOTE, RED_NOTE, KEYED_HINT, UNINFORMATIVE_HINT]
 """The fixed text `synth_keys` episodes add to the demo's (`beacon.demo.model.PHRASES`): the two
-questions, the `marked` cue, the key note and the two HGCE hints (procedural and uninformative).
-They become phrase tokens when the demo's cold start is re-made with `synth_keys` rows (the
-shipped cold start's vocabulary must equal `demo_tokenizer()`'s, so they cannot join `PHRASES`
-before)."""
+questions, the key note and the two HGCE hints (procedural and uninformative). They become
+phrase tokens when the demo's cold start is re-made with `synth_keys` rows (the shipped cold
+start's vocabulary must equal `demo_tokenizer()`'s, so they cannot join `PHRASES` before)."""
 
 
 def crop_code(box: list[int] | tuple[int, ...]) -> str:
@@ -123,8 +113,7 @@ class ScriptedDemoExpert:
 
 
 def keys_crops(sample: Sample) -> list[list[int]]:
-    """The boxes a `synth_keys` trajectory crops, in order: the cell the question names
-    (`marked`), or the
+    """The boxes a `synth_keys` trajectory crops, in order: the framed cell (`marked`), or the
     key and then the cell it names."""
     meta = sample.metadata
     return [meta["region"]] if meta["kind"] == "marked" else [meta["key_box"], meta["region"]]

@@ -229,7 +229,7 @@ def test_no_answer_is_other_and_an_all_wrong_group_gets_diagnosis_only_reflectio
     ]
 
 
-def test_marked_the_named_crop_is_the_evidence_and_the_decoy_is_named(sandbox, store) -> None:
+def test_marked_the_framed_crop_is_the_evidence_and_the_decoy_is_named(sandbox, store) -> None:
     meta = MARKED.metadata
     decoy, t = meta["named"], meta["target"]
     assert decoy != t and meta["regions"] == [meta["region"]]
@@ -247,7 +247,7 @@ def test_marked_the_named_crop_is_the_evidence_and_the_decoy_is_named(sandbox, s
     assert sufficient(output) == {"R1_S1": ["R1_S1_IMG1"], "R3_S1": ["R3_S1_IMG1"]}
     assert stages(assembly) == [
         ("CORRECT", ""),
-        ("ACQUIRE", f"cropped cell {decoy}; the question names cell {t}; the key is a decoy"),
+        ("ACQUIRE", f"cropped cell {decoy}; the framed cell is cell {t}; the key is a decoy"),
         ("READ", f"answered {wrong(MARKED)}; cell {t} shows {MARKED.answer}"),
     ]
     assert assembly.reflections[0].anchor.grounding.rule == KEYS_GROUNDING["marked"]

@@ -243,11 +243,10 @@ KEYS_GROUNDING = {
         "the answer is that cell's digit"
     ),
     "keyed": "the key names a cell in reading order; the answer is that cell's digit",
-    "marked": "the question names the marked cell; the answer is that cell's digit",
+    "marked": "the framed cell is the marked cell; the answer is that cell's digit",
 }
 """The grounding rule of each `synth_keys` kind: the convention that maps the read key (or the
-question's cue) to the cell whose digit answers. Only `told` has red keys, so only its rule
-states them."""
+frame) to the cell whose digit answers. Only `told` has red keys, so only its rule states them."""
 
 _BREAK = "\nBreak point: first broken link "
 KEYS_REFLECTION_PHRASES = [
@@ -268,7 +267,7 @@ KEYS_REFLECTION_PHRASES = [
     " and names cell ",
     "; cell ",
     " shows ",
-    "; the question names cell ",
+    "; the framed cell is cell ",
     "; the key is a decoy",
     "only the key",
     "the key",
@@ -399,11 +398,11 @@ def key_discrepancy(
 def marked_discrepancy(
     meta: dict[str, Any], boxes: list[tuple[int, ...]], answer: str, owns: bool
 ) -> str:
-    """What went wrong first on a `marked` rollout: the cell the question names not cropped
-    (saying so when it followed the decoy key), else that cell misread."""
+    """What went wrong first on a `marked` rollout: the framed cell not cropped (saying so when
+    it followed the decoy key), else the framed cell misread."""
     if owns:
         return misread(meta, answer)
-    framed = f"the question names cell {meta['target']}"
+    framed = f"the framed cell is cell {meta['target']}"
     if not boxes:
         return f"cropped nothing; {framed}"
     decoy_cell = meta["cell_boxes"][meta["named"] - 1]
