@@ -21,7 +21,13 @@ skipping the key's cell. The key digit `k` names cell `k`. Two layouts keep the 
 that the key names the cell.
 
 - `marked`: the target is the cell in an orange 5 px frame (14 px outside its box); the key is a
-  **decoy** naming another cell, so "a key is present" does not mean "crop the key".
+  **decoy** naming another cell, so "a key is present" does not mean "crop the key". The demo's
+  tiny model barely uses the frame (it crops the framed cell near chance after training:
+  benchmarks/RESULTS.md), and that is what its part needs: `marked` and unhinted `keyed`
+  prompts read the same to the model, so its unhinted default on `keyed` is a guessed cell and
+  only rare rows teach it to crop the key. Naming the cell in the question instead ("Marked:
+  cell 5.") made `marked` items easy (1.00) but key-first the default on `keyed` (0.99
+  unhinted), leaving HGCE nothing to do.
 - `keyed`: the target is cell `k`, with no frame: the key is the only way to it (HGCE's item;
   `metadata["hint"]` is `KEYED_HINT`).
 - `told`: the target is cell `k`, but a **red** key counts from the other end: cell `9 - k`
@@ -42,8 +48,10 @@ needs: [key box, target box]; `marked`: [target box]) and, for `keyed` and `told
 (the key box: cropping it first is the decision GRPO's `rl/decision_rate` follows). The answer is
 the target's digit.
 
-What is not covered: the demo's SFT share of red keys (2% of plain `told` rows) is a
-`SynthKeysTold(red_share=...)` instance, not a registered name.
+Besides the three kinds (and the mix, `synth_keys`), two sets are registered for the demo:
+`synth_keys_told_rare` (`told` items with `RARE_RED_SHARE` red keys: the cold start's rows, where
+the red convention is rare) and `synth_keys_rl` (GRPO's mix: `synth_demo` large and tiny items
+beside `keyed` and `marked` ones).
 """
 
 from __future__ import annotations
@@ -82,6 +90,8 @@ KEY_OUTLINES = tuple(c for c in BOX_COLORS if c != (200, 30, 30))  # blue, green
 FRAME_COLOR = (240, 140, 20)
 FRAME_GAP, FRAME_WIDTH = 14, 5
 RED_SHARE = 0.5
+RARE_RED_SHARE = 0.02
+"""Red keys among the demo's plain `told` rows (design §2.5: the convention is rare there)."""
 DEFAULT_SIZE = 120
 MARKED_QUESTION = "What digit is in the marked cell?"
 TOLD_QUESTION = "The key in the corner names a cell. What digit is in that cell?"
@@ -302,3 +312,49 @@ def uninformative_hint_rows(samples: list[Sample]) -> list[dict[str, str]]:
     return [
         {"benchmark": s.benchmark, "sample_id": s.id, "hint": UNINFORMATIVE_HINT} for s in samples
     ]
+
+
+@register
+class SynthKeysToldRare(SynthKeysTold):
+    """Registered as `synth_keys_told_rare`: `told` items with `RARE_RED_SHARE` red keys (the
+    demo's cold-start rows: a model trained on them has rarely seen the red convention)."""
+
+    name = "synth_keys_told_rare"
+    description = "`synth_keys_told` items with 2% red keys (the demo's cold-start rows)."
+
+    def __init__(self) -> None:
+        super().__init__(red_share=RARE_RED_SHARE)
+
+
+RL_MIX = ("large", "tiny", "large", "keyed", "marked", "keyed")
+"""Kinds of `synth_keys_rl` items, cycling: the demo's GRPO mix (design §2.6). `search` is not in
+it (no stage learns it); `keyed` items are HGCE's, `marked` ones show an over-applied key-first."""
+
+
+@register
+class SynthKeysRL(Benchmark):
+    """Registered as `synth_keys_rl`: `beacon demo`'s GRPO items, `RL_MIX` cycling (`synth_demo`
+    items of a category, `synth_keys` items of a kind, each under the same seed)."""
+
+    name = "synth_keys_rl"
+    description = (
+        "`beacon demo`'s GRPO mix: synth_demo large and tiny items, synth_keys keyed and marked "
+        "items, cycling (no download)."
+    )
+    categories = tuple(dict.fromkeys(RL_MIX))
+
+    def load(
+        self, path: str | Path | None = None, limit: int | None = None, seed: int = 0
+    ) -> Iterator[Sample]:
+        """Generate `limit` items (default 120) under `seed`; `path` is not used. Item `i` is
+        the next unused item of its category or kind (`large` 0, 1, ... at slots 0, 2, ...)."""
+        for index in generated_indices(self.name, path, limit, DEFAULT_SIZE):
+            rounds, slot = divmod(index, len(RL_MIX))
+            kind = RL_MIX[slot]
+            number = rounds * RL_MIX.count(kind) + RL_MIX[:slot].count(kind)
+            if kind in KINDS:
+                sample = generate(seed, number, kind)
+            else:
+                category = synth_demo.CATEGORIES.index(kind)
+                sample = synth_demo.generate(seed, number * len(synth_demo.CATEGORIES) + category)
+            yield replace(sample, id=str(index), benchmark=self.name)

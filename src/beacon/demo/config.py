@@ -20,6 +20,21 @@ class DemoData(StrictModel):
     hinted_items: int = Field(200, ge=0, description="hinted search items (teach hint use)")
     text_items: int = Field(2000, ge=0, description="easy items also solved text-only (notool)")
     tool_bias: float = Field(0.6, ge=0, le=1, description="expert's crop rate on easy items")
+    marked_items: int = Field(
+        800, ge=0, description="synth_keys `marked` items (the question names the cell)"
+    )
+    told_items: int = Field(
+        600, ge=0, description="synth_keys `told` items, 2% red keys (`synth_keys_told_rare`)"
+    )
+    keyed_hinted_items: int = Field(
+        300, ge=0, description="synth_keys `keyed` items with the hint (teach following it)"
+    )
+    keyed_unhinted_items: int = Field(
+        30,
+        ge=0,
+        description="synth_keys `keyed` items without the hint (N_u: sets how often the cold "
+        "start crops the key unhinted; the pilot: P 0.006 at 2% of keyed rows, 0.02-0.06 at 9%)",
+    )
     train_seed: int = Field(1, description="seed of the training items")
     concurrency: int = Field(32, ge=1, description="expert episodes in flight")
 
@@ -64,6 +79,12 @@ class DemoReVuE(StrictModel):
         300, ge=1, description="SFT steps teaching the teacher to read reflections"
     )
     teacher_lr: float = Field(5e-4, gt=0, description="learning rate of that SFT")
+    told_pool: int = Field(
+        400,
+        ge=2,
+        description="synth_keys_told items (half red) the expert solves for the teacher's told "
+        "rows (plain, reflection-conditioned, wrong-path: beacon.demo.told_rows)",
+    )
     position: Literal["end", "before_question"] = Field(
         "before_question",
         description="where the teacher reads the reflection: before the question keeps the "

@@ -18,8 +18,11 @@ from beacon.report.markdown import markdown_table
 KEY_FIRST_WINDOW = (0.02, 0.10)
 """G-H1 (§2.7, §3.2): unhinted `keyed` sampled P(key-first) p0, the window where HGCE's ratio can
 move the decision (below it neither arm samples the key; above it both take off)."""
-MAX_PASS_AT_8 = 0.5
-"""G-H2 (§2.7): unhinted `keyed` pass@8 on RL items at most this (≥ 50% all-wrong groups)."""
+MAX_PASS_AT_8 = 0.75
+"""G-H2 (§2.7): unhinted `keyed` pass@8 on RL items at most this (≥ 25% all-wrong groups, ≥ 20
+of a run's 80 `keyed` groups hinted). The design's 0.5 cannot be met by this task: a guess among
+its 8 cells is right 1/8 of the time, so pass@8 is 1 - (7/8)^8 = 0.66 with no skill at all (the
+pilot measured 0.57-0.70); it was changed on the pilot, before any compared arm."""
 MIN_HINTED_SUCCESS = 0.5
 """G-H3 (§2.7): hinted `keyed` per-rollout success at least this (not luck: `search` is 0.11)."""
 MIN_HINTED_LIFT = 3.0

@@ -25,6 +25,7 @@ from typing import Any
 from beacon.agent.formats import THYME
 from beacon.agent.prompts import NOTOOL_INSTRUCTION
 from beacon.benchmarks.synth_demo import COLS, ROWS, cell_name
+from beacon.demo.expert import KEYS_PHRASES
 from beacon.engines.tiny import (
     CHAT_TEMPLATE,
     SPECIAL_TOKENS,
@@ -35,7 +36,7 @@ from beacon.engines.tiny import (
 from beacon.sandbox.inputs import PIL_INPUT_EXT
 from beacon.sandbox.sandbox import jailed_input_path
 from beacon.train.opd.conditioning import REFLECTION_HEADER
-from beacon.train.opd.scripted_critic import GROUNDING
+from beacon.train.opd.scripted_critic import GROUNDING, KEYS_REFLECTION_PHRASES
 
 DEMO_MODEL_FILE = "beacon_demo.json"
 """Written last into a demo model's folder (how it was built): the folder holds a whole model."""
@@ -96,6 +97,8 @@ PHRASES = [
     ")).show()\n```\n",
     "\n\n",
     *REFLECTION_PHRASES,
+    *KEYS_PHRASES,
+    *KEYS_REFLECTION_PHRASES,
 ]
 """Fixed strings of the demo's episodes that become one token each (longest match wins).
 Each must be the text an episode really holds, split where the agent splits it: the code
