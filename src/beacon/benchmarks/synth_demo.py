@@ -336,6 +336,11 @@ class SynthDemoRL(Benchmark):
     ) -> Iterator[Sample]:
         """Generate `limit` items (default 200) under `seed`; `path` is not used."""
         for index in generated_indices(self.name, path, limit, DEFAULT_SIZE):
-            category = CATEGORIES.index(RL_MIX[index % len(RL_MIX)])
-            sample = generate(seed, index * len(CATEGORIES) + category)
-            yield replace(sample, id=str(index), benchmark=self.name)
+            yield replace(rl_item(seed, index), id=str(index), benchmark=self.name)
+
+
+def rl_item(seed: int, index: int) -> Sample:
+    """Item `index` of `synth_demo_rl` under `seed`: the `synth_demo` item of its `RL_MIX`
+    category at that place."""
+    category = CATEGORIES.index(RL_MIX[index % len(RL_MIX)])
+    return generate(seed, index * len(CATEGORIES) + category)

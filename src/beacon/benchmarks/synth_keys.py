@@ -50,8 +50,9 @@ the target's digit.
 
 Besides the three kinds (and the mix, `synth_keys`), two sets are registered for the demo:
 `synth_keys_told_rare` (`told` items with `RARE_RED_SHARE` red keys: the cold start's rows, where
-the red convention is rare) and `synth_keys_rl` (GRPO's mix: `synth_demo` large and tiny items
-beside `keyed` and `marked` ones).
+the red convention is rare), `synth_keys_rl` (GRPO's mix: `synth_demo` large and tiny items
+beside `keyed` and `marked` ones) and `synth_keys_opd` (OPD's pool: `told` items, half red,
+alternating with one-hop `synth_demo_rl` items).
 """
 
 from __future__ import annotations
@@ -357,4 +358,27 @@ class SynthKeysRL(Benchmark):
             else:
                 category = synth_demo.CATEGORIES.index(kind)
                 sample = synth_demo.generate(seed, number * len(synth_demo.CATEGORIES) + category)
+            yield replace(sample, id=str(index), benchmark=self.name)
+
+
+@register
+class SynthKeysOPD(Benchmark):
+    """Registered as `synth_keys_opd`: `beacon demo`'s OPD pool, `told` items (half red)
+    alternating with one-hop `synth_demo_rl` items, each under the same seed."""
+
+    name = "synth_keys_opd"
+    description = (
+        "`beacon demo`'s OPD pool: synth_keys told items (half with a red key) alternating "
+        "with synth_demo_rl items (no download)."
+    )
+    categories = ("told", *dict.fromkeys(synth_demo.RL_MIX))
+
+    def load(
+        self, path: str | Path | None = None, limit: int | None = None, seed: int = 0
+    ) -> Iterator[Sample]:
+        """Generate `limit` items (default 120) under `seed`; `path` is not used. Even items are
+        `told` items 0, 1, ...; odd ones `synth_demo_rl` items 0, 1, ..."""
+        for index in generated_indices(self.name, path, limit, DEFAULT_SIZE):
+            number, odd = divmod(index, 2)
+            sample = synth_demo.rl_item(seed, number) if odd else generate(seed, number, "told")
             yield replace(sample, id=str(index), benchmark=self.name)

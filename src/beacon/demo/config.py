@@ -47,9 +47,10 @@ class DemoSFT(StrictModel):
 
 
 class DemoRL(StrictModel):
-    arms: list[str] = Field(
-        default_factory=lambda: ["accuracy", "naar", "hgce", "naar_hgce"],
-        description="GRPO variants: accuracy-only reward, +NAAR, +HGCE, +both",
+    arms: list[Literal["accuracy", "naar", "hgce", "hgce_uninformative", "naar_hgce"]] = Field(
+        default_factory=lambda: ["accuracy", "naar", "hgce", "hgce_uninformative"],
+        description="GRPO variants: accuracy-only reward, +NAAR, +HGCE, HGCE with an "
+        "uninformative hint (its content control); naar_hgce (both) is also known",
     )
     steps: int = Field(40, ge=1, description="GRPO steps per arm and seed")
     prompts_per_step: int = Field(6, ge=1, description="items per GRPO step")
@@ -101,10 +102,22 @@ class DemoReVuE(StrictModel):
         "refuse the reflection variants, or warn and distil anyway",
     )
     check_items: int = Field(8, ge=1, description="items the teacher check probes")
+    variants: list[Literal["vanilla", "revue", "shuffled", "reflection", "control"]] = Field(
+        default_factory=lambda: ["vanilla", "revue", "shuffled", "control"],
+        description="OPD variants: vanilla, ReVuE, ReVuE with shuffled reflections (its content "
+        "control), the control (the student its own teacher; seed 0 only); reflection "
+        "(reflection without reweighting) is also known",
+    )
+    probe_items: int = Field(
+        24, ge=1, description="told items of the teacher's decisive-token probe (premises)"
+    )
 
 
 class DemoEval(StrictModel):
-    items: int = Field(120, ge=4, description="held-out items (seed 2), both modes")
+    items: int = Field(120, ge=4, description="held-out synth_demo items (seed 2), both modes")
+    keyed_items: int = Field(180, ge=4, description="held-out synth_keys keyed items (HGCE)")
+    marked_items: int = Field(120, ge=4, description="held-out synth_keys marked items")
+    told_items: int = Field(180, ge=4, description="held-out synth_keys told items (ReVuE)")
     batch_size: int = Field(32, ge=1, description="hf engine batch")
     bootstrap: int = Field(1000, ge=0, description="bootstrap resamples for CIs")
 
@@ -158,7 +171,16 @@ COLD_START_KEYS = ("threads", "data", "sft")
 shipped checkpoint records them, and `cold_start: shipped` is the full demo's only while they
 match."""
 
-OPERATIONAL_KEYS = ("out", "progress", "threads", "seeds", "rl.arms", "jobs", "revue.enabled")
+OPERATIONAL_KEYS = (
+    "out",
+    "progress",
+    "threads",
+    "seeds",
+    "rl.arms",
+    "jobs",
+    "revue.enabled",
+    "revue.variants",
+)
 """Settings that add, drop or run stages differently without changing any finished result."""
 
 

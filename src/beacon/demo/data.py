@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 
 from beacon.agent.config import AgentConfig
@@ -74,11 +75,13 @@ def keys_sets(cfg: DemoConfig) -> dict[str, tuple[int, int]]:
     }
 
 
-def keys_items(cfg: DemoConfig) -> dict[str, list[Sample]]:
-    """The items of `keys_sets`, by benchmark, under the training seed."""
+def keys_items(cfg: DemoConfig, names: Sequence[str] | None = None) -> dict[str, list[Sample]]:
+    """The items of `keys_sets` (or of its `names`), by benchmark, under the training seed."""
     seed = cfg.data.train_seed
     out = {}
     for name, (start, count) in keys_sets(cfg).items():
+        if names is not None and name not in names:
+            continue
         bench = get_benchmark(name)
         keys = bench.item_keys(start + count, seed)[start:]
         prerender_keys(keys, processes=cfg.threads)

@@ -21,6 +21,7 @@ early in OPD most groups are all wrong (design §2.4), so they would have almost
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
@@ -32,7 +33,10 @@ from beacon.data.eval_stages import run_trajectories
 from beacon.demo.expert import crop_code
 from beacon.demo.gates import HgcePremises, RevuePremises
 from beacon.jsonl import write_atomic
+from beacon.runfolder import has_run
 from beacon.train.core.encode import encode_trajectory
+from beacon.train.core.setup import open_run
+from beacon.train.opd.config import OPD_OPERATIONAL_KEYS, OPDConfig
 from beacon.train.opd.decisive import (
     DecisiveProbe,
     GroundingCase,
@@ -41,9 +45,12 @@ from beacon.train.opd.decisive import (
     decisive_probe,
     grounding_gate,
 )
-from beacon.train.opd.step import Distilled, OPDParts
+from beacon.train.opd.recipe import build_parts
+from beacon.train.opd.step import Distilled, OPDParts, collect, collect_critic, submit_critic
 from beacon.types import Trajectory
 
+PROBE_SCOPE = "premises"
+"""The probe's rollout seed scope: other rollouts than any OPD step's."""
 HGCE_FILE, REVUE_FILE = "hgce.json", "revue.json"
 """In the demo's `gates/` folder: the measured premise values (`HgcePremises`, `RevuePremises`)."""
 
@@ -213,6 +220,22 @@ def teacher_probe(parts: OPDParts, distilled: list[Distilled]) -> TeacherProbe:
         probe_line=probe.line(),
         grounding_line=gate.line(),
     )
+
+
+def measure_teacher_probe(cfg: OPDConfig, items: int) -> TeacherProbe:
+    """`teacher_probe` with the parts an OPD run of `cfg` builds (its student, teacher, critic
+    and agent loop; the run folder `train.output_dir` holds the rollouts' images and the
+    critic's exchanges), on the student's rollouts of the pool's first `items` `told` items."""
+    accelerator, run_dir = open_run(cfg, has_run(Path(cfg.train.output_dir)), OPD_OPERATIONAL_KEYS)
+    with contextlib.ExitStack() as stack:
+        parts = build_parts(cfg, accelerator, run_dir, stack)
+        told = [s for s in parts.samples if s.metadata.get("kind") == "told"][:items]
+        if not told:
+            raise ValueError(f"data.benchmark={cfg.data.benchmark} has no told items to probe")
+        distilled, _ = collect(parts, told, list(range(len(told))), PROBE_SCOPE)
+        submit_critic(parts, distilled, 0)
+        collect_critic(distilled)
+        return teacher_probe(parts, distilled)
 
 
 def revue_premises(probe: dict[str, Any], student_told: Path, teacher_told: Path) -> RevuePremises:

@@ -28,7 +28,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from beacon.demo.config import DemoConfig
-from beacon.demo.pipeline import OPD_VARIANTS, REFUSED, DemoStages
+from beacon.demo.pipeline import REFUSED, DemoStages
 from beacon.demo.stats import (
     Interval,
     direct_answer_push,
@@ -62,6 +62,7 @@ ARM_LABELS = {
     "accuracy": "accuracy-only",
     "naar": "+NAAR",
     "hgce": "+HGCE",
+    "hgce_uninformative": "+HGCE, uninformative hint",
     "naar_hgce": "+NAAR +HGCE",
 }
 
@@ -364,8 +365,8 @@ class DemoReport:
             return [*lines, "(disabled: revue.enabled=false)", ""]
         labels = [label for label in ("teacher", STUDENT) if self.evaluated(label, [EVAL[label]])]
         refused = []
-        for variant in OPD_VARIANTS:
-            runs = [(variant, seed) for seed in range(self.cfg.seeds)]
+        for variant in self.cfg.revue.variants:
+            runs = self.opd_runs(variant)
             refused += [self.paths.opd_dir(v, s) / REFUSED for v, s in runs]
             if self.evaluated(f"OPD {variant}", [f"opd-{v}-s{s}" for v, s in runs]):
                 labels.append(f"OPD {variant}")
@@ -382,6 +383,10 @@ class DemoReport:
         if found:
             lines += ["", "### Findings against the paper's direction", "", *found, ""]
         return lines
+
+    def opd_runs(self, variant: str) -> list[tuple[str, int]]:
+        """The demo's OPD runs of `variant` (the control: seed 0 only)."""
+        return [(v, seed) for v, seed in self.paths.opd_runs() if v == variant]
 
     def revue_row(self, label: str) -> list[str]:
         m = self.metrics[label]
@@ -408,7 +413,7 @@ class DemoReport:
             f"from it, {v.steps} steps of {v.items_per_step} items x {v.group_size} rollouts, "
             f"{self.cfg.seeds} seeds; the control distils from the student itself."
         ]
-        for variant in ("vanilla", "reflection"):
+        for variant in ("vanilla", "revue"):
             check = read_json(self.paths.opd_dir(variant, 0) / "teacher_check.json")
             if check:
                 lines.append(f"- teacher check ({variant}, seed 0): {check_line(check)}")
@@ -420,7 +425,7 @@ class DemoReport:
             names = [EVAL[label]]
         else:
             variant = label.removeprefix("OPD ")
-            names = [f"opd-{variant}-s{seed}" for seed in range(self.cfg.seeds)]
+            names = [f"opd-{v}-s{seed}" for v, seed in self.opd_runs(variant)]
         records = [
             r
             for name in names
@@ -433,8 +438,8 @@ class DemoReport:
         """Complete reflections, mean impact sparsity and skipped steps over the seeds' runs."""
         rows = [
             row
-            for seed in range(self.cfg.seeds)
-            for row in read_jsonl(self.paths.opd_dir(variant, seed) / "metrics.jsonl")
+            for v, seed in self.opd_runs(variant)
+            for row in read_jsonl(self.paths.opd_dir(v, seed) / "metrics.jsonl")
         ]
         coverage = {
             k.removeprefix("coverage_"): sum(r.get(k, 0) for r in rows)
@@ -518,7 +523,8 @@ class DemoReport:
 
     def plot_revue(self, fig: Figure) -> bool:
         """The ReVuE comparison: the student before distillation, after vanilla OPD, after ReVuE."""
-        labels = [k for k in (STUDENT, *(f"OPD {v}" for v in OPD_VARIANTS)) if k in self.metrics]
+        variants = self.cfg.revue.variants
+        labels = [k for k in (STUDENT, *(f"OPD {v}" for v in variants)) if k in self.metrics]
         if not labels:
             return False
         for ax, key, title in zip(
