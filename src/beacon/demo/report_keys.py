@@ -348,7 +348,8 @@ class KeysReport:
         ]
 
     def hgce_row(self, arm: str, seed: int) -> list[str]:
-        groups = list(read_jsonl(self.rl_dir(arm, seed) / HGCE_LOG))
+        log = self.rl_dir(arm, seed) / HGCE_LOG
+        groups = list(read_jsonl(log))
         steps = list(read_jsonl(self.rl_dir(arm, seed) / METRICS_FILE))
         rollouts = [bool(c) for g in groups for c in g.get("correct", [])]
         rescued = sum(any(g.get("correct", [])) for g in groups)
@@ -359,9 +360,9 @@ class KeysReport:
         return [
             LABELS.get(arm, arm),
             str(seed),
-            str(len(groups)),
+            str(len(groups)) if log.exists() else "—",
             num(sum(rollouts) / len(rollouts) if rollouts else None),
-            str(rescued),
+            str(rescued) if log.exists() else "—",
             num(finite_mean(steps, "rl/hint_log_ratio"), "{:+.3f}"),
             clipped,
             num(sampled.p_key_first),
