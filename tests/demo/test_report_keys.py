@@ -118,6 +118,7 @@ def hgce_folder(root: Path, uninformative: int = 2) -> None:
             )
             write_eval(root, f"keyed-sampled-{arm}-s{s}", [(KEYED, 180, right, share(first[arm]))])
             write_training(root / "rl" / f"{arm}-s{s}", hinted=arm.startswith("hgce"))
+    write_eval(root, "keys-sft", [(KEYED, 180, share(1), never), (MARKED, 120, share(8), never)])
     for s in range(SEEDS):
         write_eval(root, f"rescued-hgce-s{s}-by-hgce", [("synth_keys_rl", 20, share(8), always)])
         write_eval(root, f"rescued-hgce-s{s}-by-accuracy", [("synth_keys_rl", 20, share(2), never)])
@@ -206,6 +207,12 @@ def verdict(lines: list[str], claim: str) -> str:
     return found[0].removeprefix(f"**Verdict, {claim}**: ")
 
 
+def points(lines: list[str], model: str) -> list[str]:
+    """The point estimates of `model`'s row in an accuracy table (cells `0.50 [0.43, 0.58]`)."""
+    row = next(line for line in lines if line.startswith(f"| {model} | ") and " [" in line)
+    return [cell.split(" [")[0] for cell in row.strip("| ").split(" | ")[1:]]
+
+
 HGCE_CLAIM, REVUE_CLAIM = "HGCE vs accuracy-only", "ReVuE vs vanilla OPD"
 
 
@@ -230,6 +237,8 @@ def test_a_full_folder_gives_rules_premises_seed_tables_and_both_verdicts(tmp_pa
     assert "| accuracy-only | 0 | 0.14 | 0.39 | 0.64 | 0.89 |" in text  # decision-rate windows
     assert "| ReVuE | told | 3 | 3 | 0 | 0 | 0 |" in text  # 3 seeds, one exchange each
     assert "| ReVuE | 0.40 | 0.30 | 54/72 | 9/72 | 9/72 |" in text
+    assert points(lines, "vanilla OPD") == ["0.50", "0.00", "1.00"]  # `told`, red, plain
+    assert points(lines, "cold start") == ["0.10", "0.80"]  # `keyed`, `marked`
 
 
 def test_without_the_hgce_premise_record_hgce_is_not_tested(tmp_path: Path) -> None:

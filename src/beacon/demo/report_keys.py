@@ -21,11 +21,12 @@ import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
 
-from beacon.benchmarks.synth_keys import TOLD_QUESTION, is_red
+from beacon.benchmarks.synth_keys import RED_SHARE, TOLD_QUESTION, is_red
 from beacon.data.eval_stages import run_trajectories
 from beacon.demo.decisions import (
     Comparison,
@@ -48,8 +49,9 @@ from beacon.demo.premises import (
     revue_premises,
     sampled_run,
 )
+from beacon.demo.stats import variant_metrics
 from beacon.jsonl import read_jsonl
-from beacon.report.markdown import markdown_table
+from beacon.report.markdown import format_interval, markdown_table
 from beacon.report.revue_analysis import analyze_run
 from beacon.runfolder import CRITIC_LOG, METRICS_FILE, SUMMARY_FILE
 from beacon.train.grpo.recipe import HGCE_LOG
@@ -59,8 +61,6 @@ from beacon.types import Trajectory
 KEYED, MARKED, TOLD = "synth_keys_keyed", "synth_keys_marked", "synth_keys_told"
 ACCURACY, HGCE, UNINFORMATIVE = "accuracy", "hgce", "hgce_uninformative"
 VANILLA, REVUE, SHUFFLED, CONTROL = "vanilla", "revue", "shuffled", "control"
-RED_SHARE = 0.5
-"""Red keys among the held-out `told` items (`synth_keys_told`)."""
 WINDOW = 10
 """Training steps per column of the sampled decision-rate table."""
 REFUSED = "refused.txt"
@@ -132,6 +132,33 @@ def num(value: float | None, spec: str = "{:.2f}") -> str:
     return "—" if value is None or math.isnan(value) else spec.format(value)
 
 
+def keyed_item(record: Mapping) -> bool:
+    return record["benchmark"] == KEYED
+
+
+def marked_item(record: Mapping) -> bool:
+    return record["benchmark"] == MARKED
+
+
+def told_item(record: Mapping) -> bool:
+    return record["benchmark"] == TOLD
+
+
+def red_item(record: Mapping) -> bool:
+    """A held-out `told` item with a red key (the stratum where the teacher errs)."""
+    return told_item(record) and is_red(int(record["sample_id"]), RED_SHARE)
+
+
+def grey_item(record: Mapping) -> bool:
+    """A held-out `told` item with a plain (grey) key."""
+    return told_item(record) and not red_item(record)
+
+
+def fmt_accuracy(runs: Runs, n_resamples: int) -> str:
+    """Pooled tool-mode accuracy over seeds with its 95% interval (`variant_metrics`)."""
+    return format_interval(*variant_metrics(runs, n_resamples)["acc_tool"], undefined="n/a")
+
+
 def item_kind(exchange: Mapping) -> str:
     """`told` when the critic request asks the `told` question, else `1-hop synth_demo`."""
     messages = exchange.get("request", {}).get("messages", [])
@@ -196,18 +223,16 @@ class KeysReport:
         count = self.seeds if seeds is None else seeds
         return [pattern.format(arm=arm, seed=s) for s in range(count)]
 
-    def keys_arm(self, arm: str, benchmark: str) -> ArmRuns:
-        """An RL arm's greedy held-out runs on one `synth_keys` benchmark."""
+    def keys_arm(self, arm: str, keep: Callable[[Mapping], bool]) -> ArmRuns:
+        """An RL arm's greedy held-out runs, the records `keep` keeps (`keyed`, `marked`)."""
         names = self.per_seed("keys-{arm}-s{seed}", arm)
-        return self.arm(LABELS.get(arm, arm), names, lambda r: r["benchmark"] == benchmark)
+        return self.arm(LABELS.get(arm, arm), names, keep)
 
-    def told_arm(self, variant: str, keep: Callable[[Mapping], bool] = every) -> ArmRuns:
+    def told_arm(self, variant: str, keep: Callable[[Mapping], bool] = told_item) -> ArmRuns:
         """An OPD variant's greedy `told` runs (the control has seed 0 only)."""
         seeds = 1 if variant == CONTROL else None
         names = self.per_seed("told-opd-{arm}-s{seed}", variant, seeds)
-        return self.arm(
-            LABELS.get(variant, variant), names, lambda r: r["benchmark"] == TOLD and keep(r)
-        )
+        return self.arm(LABELS.get(variant, variant), names, keep)
 
     def line(self, title: str, a: ArmRuns, b: ArmRuns) -> Line:
         """A − B by `compare`, with the runs that were not found."""
@@ -248,9 +273,9 @@ class KeysReport:
 
     def premises(self) -> list[str]:
         lines = ["### 4.2 Premises, measured on the cold start before any compared arm", ""]
-        lines += ["HGCE (b):", "", *render_gates(self.hgce_gates())]
+        lines += ["HGCE (b):", "", *render_gates(self.hgce_gates)]
         lines += [*self.absent(HGCE_FILE), "", "ReVuE (a):", ""]
-        lines += [*render_gates(self.revue_gates()), *self.absent(REVUE_FILE)]
+        lines += [*render_gates(self.revue_gates), *self.absent(REVUE_FILE)]
         return [*lines, *self.probe_lines(), ""]
 
     def absent(self, name: str) -> list[str]:
@@ -259,11 +284,13 @@ class KeysReport:
             return []
         return ["", f"`gates/{name}`: not measured (its stage did not run), so its gates fail."]
 
+    @cached_property
     def hgce_gates(self) -> list[Gate]:
         record = read_record(self.root / "gates" / HGCE_FILE)
         values = {f.name: record.get(f.name) for f in fields(HgcePremises)}
         return hgce_gates(HgcePremises(**values))
 
+    @cached_property
     def revue_gates(self) -> list[Gate]:
         record = read_record(self.root / "gates" / REVUE_FILE)
         student, teacher = self.eval_dir("told-student"), self.eval_dir("told-teacher")
@@ -278,28 +305,26 @@ class KeysReport:
     # -- (b) HGCE ------------------------------------------------------------------------------
     def hgce_lines(self) -> dict[str, Line]:
         """The comparisons (b) rests on, by role."""
-        hgce, acc = self.keys_arm(HGCE, KEYED), self.keys_arm(ACCURACY, KEYED)
+        hgce, acc = self.keys_arm(HGCE, keyed_item), self.keys_arm(ACCURACY, keyed_item)
         rescued = [self.per_seed("rescued-{arm}-s{seed}-by-" + o, HGCE) for o in (HGCE, ACCURACY)]
         reliance = [
             self.arm(LABELS[o], n, every) for o, n in zip((HGCE, ACCURACY), rescued, strict=True)
         ]
         sampled = [self.per_seed("keyed-sampled-{arm}-s{seed}", a) for a in (HGCE, ACCURACY)]
         first = [
-            self.arm(
-                LABELS[a], n, lambda r: r["benchmark"] == KEYED, lambda t: key_first(t, "keyed")
-            )
+            self.arm(LABELS[a], n, keyed_item, lambda t: key_first(t, "keyed"))
             for a, n in zip((HGCE, ACCURACY), sampled, strict=True)
         ]
         return {
             "primary": self.line("Primary, unhinted `keyed`", hgce, acc),
             "content": self.line(
-                "Content control, unhinted `keyed`", hgce, self.keys_arm(UNINFORMATIVE, KEYED)
+                "Content control, unhinted `keyed`", hgce, self.keys_arm(UNINFORMATIVE, keyed_item)
             ),
             "reliance": self.line("Hint reliance, unhinted, on the items HGCE rescued", *reliance),
             "marked": self.line(
                 "`marked` drop (decoy key: an over-applied key-first shows here)",
-                self.keys_arm(ACCURACY, MARKED),
-                self.keys_arm(HGCE, MARKED),
+                self.keys_arm(ACCURACY, marked_item),
+                self.keys_arm(HGCE, marked_item),
             ),
             "key_first": self.line("Sampled P(key-first), unhinted `keyed`, T = 1", *first),
         }
@@ -307,7 +332,7 @@ class KeysReport:
     def hgce(self) -> list[str]:
         lines = self.hgce_lines()
         evidence = HgceEvidence(
-            gates=self.hgce_gates(),
+            gates=self.hgce_gates,
             primary=lines["primary"].comparison,
             content=lines["content"].comparison,
             hint_reliance=lines["reliance"].comparison.difference,
@@ -321,11 +346,18 @@ class KeysReport:
             "Greedy held-out accuracy in tool mode unless stated (180 `keyed`, 120 `marked` "
             "items).",
             "",
+            *self.keys_table(),
             *body,
             *self.hgce_mechanism(),
             render_verdict(hgce_verdict(evidence)),
             "",
         ]
+
+    def keys_table(self) -> list[str]:
+        """`keyed` and `marked` accuracy of the cold start and of each RL arm."""
+        models = {"cold start": ["keys-sft"]}
+        models |= {LABELS.get(a, a): self.per_seed("keys-{arm}-s{seed}", a) for a in self.arms}
+        return self.accuracy_table(models, {"`keyed`": keyed_item, "`marked`": marked_item})
 
     def rl_dir(self, arm: str, seed: int) -> Path:
         return self.root / "rl" / f"{arm}-s{seed}"
@@ -399,12 +431,6 @@ class KeysReport:
     def revue_lines(self) -> dict[str, Line]:
         """The comparisons (a) rests on, by role."""
 
-        def red(r: Mapping) -> bool:
-            return is_red(int(r["sample_id"]), RED_SHARE)
-
-        def grey(r: Mapping) -> bool:
-            return not red(r)
-
         revue, vanilla = self.told_arm(REVUE), self.told_arm(VANILLA)
         one_hop = [self.opd_arm(v) for v in (REVUE, VANILLA)]
         return {
@@ -412,13 +438,13 @@ class KeysReport:
             "content": self.line("Content control, `told`", revue, self.told_arm(SHUFFLED)),
             "red": self.line(
                 "Red keys (the teacher errs)",
-                self.told_arm(REVUE, red),
-                self.told_arm(VANILLA, red),
+                self.told_arm(REVUE, red_item),
+                self.told_arm(VANILLA, red_item),
             ),
             "plain": self.line(
                 "Plain keys (no gain expected)",
-                self.told_arm(REVUE, grey),
-                self.told_arm(VANILLA, grey),
+                self.told_arm(REVUE, grey_item),
+                self.told_arm(VANILLA, grey_item),
             ),
             "one_hop": self.line("1-hop `synth_demo` (no gain expected)", *one_hop),
         }
@@ -440,7 +466,7 @@ class KeysReport:
         lines = self.revue_lines()
         shift = self.control_shift()
         evidence = RevueEvidence(
-            gates=self.revue_gates(),
+            gates=self.revue_gates,
             primary=lines["primary"].comparison,
             content=lines["content"].comparison,
             red=lines["red"].comparison.difference,
@@ -454,6 +480,7 @@ class KeysReport:
             "",
             "Greedy held-out accuracy in tool mode (180 `told` items, half with red keys).",
             "",
+            *self.told_table(),
             *body,
             f"- Control: teacher = student − student on `told`: {control} (0 exactly when the "
             "machinery is inert).",
@@ -463,6 +490,29 @@ class KeysReport:
             render_verdict(revue_verdict(evidence)),
             "",
         ]
+
+    def told_table(self) -> list[str]:
+        """`told` accuracy of the teacher, the student and each variant, by key colour."""
+        models = {"teacher": ["told-teacher"], "student (before)": ["told-student"]}
+        for v in self.variants:
+            seeds = 1 if v == CONTROL else None
+            models[LABELS.get(v, v)] = self.per_seed("told-opd-{arm}-s{seed}", v, seeds)
+        columns = {"`told`": told_item, "red keys": red_item, "plain keys": grey_item}
+        return self.accuracy_table(models, columns)
+
+    def accuracy_table(
+        self, models: Mapping[str, Sequence[str]], columns: Mapping[str, Callable[[Mapping], bool]]
+    ) -> list[str]:
+        """Per model (its eval runs), pooled accuracy with its 95% interval per column (the
+        records `columns` keeps); "not run" for a model without a finished run."""
+        rows = []
+        for label, names in models.items():
+            cells = []
+            for keep in columns.values():
+                runs = self.arm(label, names, keep).runs
+                cells.append(fmt_accuracy(runs, self.n_resamples) if runs else "not run")
+            rows.append([label, *cells])
+        return [*markdown_table(["model", *columns], rows), ""]
 
     def opd_dir(self, variant: str, seed: int) -> Path:
         return self.root / "opd" / f"{variant}-s{seed}"
