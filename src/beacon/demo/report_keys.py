@@ -274,11 +274,11 @@ class KeysReport:
     def premises(self) -> list[str]:
         lines = ["### 4.2 Premises, measured on the cold start before any compared arm", ""]
         lines += ["HGCE (b):", "", *render_gates(self.hgce_gates)]
-        lines += [*self.absent(HGCE_FILE), "", "ReVuE (a):", ""]
-        lines += [*render_gates(self.revue_gates), *self.absent(REVUE_FILE)]
+        lines += [*self.unmeasured(HGCE_FILE), "", "ReVuE (a):", ""]
+        lines += [*render_gates(self.revue_gates), *self.unmeasured(REVUE_FILE)]
         return [*lines, *self.probe_lines(), ""]
 
-    def absent(self, name: str) -> list[str]:
+    def unmeasured(self, name: str) -> list[str]:
         """The "not measured" note of a premise file the gates stage did not write."""
         if (self.root / "gates" / name).exists():
             return []
