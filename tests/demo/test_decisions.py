@@ -63,8 +63,8 @@ def test_the_designs_pilot_values_pass_every_gate() -> None:
         ({"p_key_first": 0.10}, "G-H1", True),
         ({"p_key_first": 0.019}, "G-H1", False),
         ({"p_key_first": 0.101}, "G-H1", False),
-        ({"pass_at_8": 0.5}, "G-H2", True),
-        ({"pass_at_8": 0.51}, "G-H2", False),
+        ({"pass_at_8": 0.75}, "G-H2", True),
+        ({"pass_at_8": 0.76}, "G-H2", False),
         ({"hinted_success": 0.5, "unhinted_success": 0.5 / 3}, "G-H3", True),  # both at bound
         ({"hinted_success": 0.49, "unhinted_success": 0.0}, "G-H3", False),  # luck-level
         ({"hinted_success": 0.6, "unhinted_success": 0.25}, "G-H3", False),  # only 2.4x
@@ -350,7 +350,7 @@ def test_seed_table_sits_beside_the_pooled_interval() -> None:
 
 def test_rules_print_the_thresholds_the_code_uses() -> None:
     text = "\n".join(render_rules())
-    for target in ("0.02 ≤ p0 ≤ 0.10", "pass@8 ≤ 0.50", "a0 ≤ 0.40 and aR ≥ 0.85",
+    for target in ("0.02 ≤ p0 ≤ 0.10", "pass@8 ≤ 0.75", "a0 ≤ 0.40 and aR ≥ 0.85",
                    "student ≤ teacher − 0.15", "upper bound < +0.05", "drop > 0.05"):  # fmt: skip
         assert target in text
     assert 'Never "not reproduced"' in text

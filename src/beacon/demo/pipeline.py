@@ -314,13 +314,13 @@ class DemoStages:
         return out
 
     def opd_stages(self, variant: str, seed: int) -> list[Stage]:
-        """One OPD run and its evaluations, `synth_demo` (tool mode) and `told` (none when the
-        teacher check refused the run)."""
+        """One OPD run and its evaluations, `synth_demo` and `told` (none when the teacher check
+        refused the run)."""
         name, job = f"{variant}-s{seed}", f"OPD {variant}-s{seed}"
         refused = self.opd_dir(variant, seed) / REFUSED
         model = functools.partial(self.opd_model, variant, seed)
         evaluations = {
-            f"opd-{name}": lambda: self.evaluate(f"opd-{name}", model(), ["tool"]),
+            f"opd-{name}": lambda: self.evaluate(f"opd-{name}", model()),
             f"told-opd-{name}": lambda: self.told(f"opd-{name}", model()),
         }
         out = [
@@ -619,9 +619,12 @@ class DemoStages:
         probe = measure_teacher_probe(cfg, self.cfg.revue.probe_items)
         write_record(self.gates_dir() / REVUE_FILE, probe)
 
-    def evaluate(self, name: str, model: Path, modes: Sequence[str] = ("tool", "notool")) -> None:
-        """Held-out evaluation of `model`: `eval.items` `synth_demo` items, greedy."""
-        self._eval(name, model, TRAIN_BENCH, EVAL_SEED, list(modes), limit=self.cfg.eval.items)
+    def evaluate(self, name: str, model: Path) -> None:
+        """Held-out evaluation of `model`: `eval.items` `synth_demo` items, tool and notool
+        mode, greedy."""
+        self._eval(
+            name, model, TRAIN_BENCH, EVAL_SEED, ["tool", "notool"], limit=self.cfg.eval.items
+        )
 
     def keys(self, name: str, model: Path) -> None:
         """Held-out `keyed` and `marked` items, greedy, tool mode (`eval/keys-NAME`)."""

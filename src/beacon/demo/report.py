@@ -29,6 +29,7 @@ from matplotlib.figure import Figure
 
 from beacon.demo.config import DemoConfig
 from beacon.demo.pipeline import REFUSED, DemoStages
+from beacon.demo.report_keys import keys_sections
 from beacon.demo.stats import (
     Interval,
     direct_answer_push,
@@ -460,6 +461,10 @@ class DemoReport:
 
     def write(self) -> Path:
         body = [*self.header(), *self.cold_start(), *self.rl(), *self.revue()]
+        c = self.cfg
+        variants = c.revue.variants if c.revue.enabled else []
+        if self.paths.tests_hgce() or variants:
+            body += keys_sections(self.root, c.seeds, c.rl.arms, variants, c.eval.bootstrap)
         plots = self.plots()
         body += ["## Plots", "", *(f"![{name}]({name}.png)" for name in plots), ""]
         body += self.timings()
