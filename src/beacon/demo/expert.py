@@ -50,10 +50,8 @@ from beacon.types import Sample
 MODEL_NAME = "scripted-demo-expert"
 KEY_NOTE, RED_NOTE = "Key: ", " red."
 KEYS_PHRASES = [MARKED_QUESTION, TOLD_QUESTION, KEY_NOTE, RED_NOTE, KEYED_HINT, UNINFORMATIVE_HINT]
-"""The fixed text `synth_keys` episodes add to the demo's (`beacon.demo.model.PHRASES`): the two
-questions, the key note and the two HGCE hints (procedural and uninformative). They become
-phrase tokens when the demo's cold start is re-made with `synth_keys` rows (the shipped cold
-start's vocabulary must equal `demo_tokenizer()`'s, so they cannot join `PHRASES` before)."""
+"""The fixed text `synth_keys` episodes add to the demo's: the two questions, the key note and
+the two HGCE hints (procedural and uninformative), phrase tokens of `beacon.demo.model.PHRASES`."""
 
 
 def crop_code(box: list[int] | tuple[int, ...]) -> str:
