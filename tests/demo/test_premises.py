@@ -1,0 +1,294 @@
+"""Demo II's premise values (`beacon.demo.premises`), counted by hand: on hand-built trajectories,
+and on real eval runs of the scripted expert (served over HTTP, through the agent loop, the
+sandbox and the verifier) given doctored items, so its episodes take a known mix of paths: the
+designed one, a cell without the key, the key then a wrong cell."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import replace
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from beacon.benchmarks import get_benchmark
+from beacon.benchmarks.synth_demo import coords
+from beacon.benchmarks.synth_keys import KEY_CELL, KEYED_HINTED, generate, grid_box
+from beacon.data.eval_stages import run_trajectories
+from beacon.demo.expert import crop_code
+from beacon.demo.premises import (
+    SampledRun,
+    accuracy,
+    crops,
+    follows_procedure,
+    grounding_cases,
+    hgce_premises,
+    key_box,
+    key_first,
+    key_reference,
+    key_then_cell,
+    probe_cases,
+    sampled_run,
+)
+from beacon.images import ImageStore
+from beacon.train.core.encode import encode_trajectory
+from beacon.train.opd.score import first_divergence, supervised_positions
+from beacon.train.opd.step import Distilled
+from beacon.types import ImageCrop, Sample, ToolCall, Trajectory
+
+from .keys_expert_run import keys_expert_run
+
+KEYED, TOLD = "synth_keys_keyed", "synth_keys_told"
+SEED = 5
+CENTRE, CORNER = grid_box(1, 1), grid_box(0, 0)
+
+
+def rollout(*calls: list[tuple[int, ...] | None]) -> Trajectory:
+    """A trajectory whose tool calls cut these boxes (None: a crop the sandbox could not
+    place)."""
+    tool_calls = [
+        ToolCall(
+            code="...",
+            executed=True,
+            ok=True,
+            image_crops=[None if b is None else ImageCrop(frame=0, box=b) for b in boxes],
+        )
+        for boxes in calls
+    ]
+    return Trajectory(sample_id="0", mode="tool", format="thyme", tool_calls=tool_calls)
+
+
+def test_the_key_boxes_are_the_layouts_key_cells() -> None:
+    assert key_box("keyed") == key_box("marked") == CENTRE == grid_box(*KEY_CELL["C"])
+    assert key_box("told") == CORNER
+
+
+def test_crops_are_the_placed_boxes_in_order() -> None:
+    a, b = grid_box(0, 1), grid_box(2, 2)
+    t = rollout([a, None], [], [b, CENTRE])
+    assert crops(t) == [a, b, CENTRE]
+    assert crops(rollout()) == []
+
+
+@pytest.mark.parametrize(
+    ("calls", "keyed_first", "told_first", "procedure"),
+    [
+        ([[CENTRE], [grid_box(0, 0)]], True, False, False),  # layout C's key, then a cell
+        ([[CORNER], [grid_box(2, 2)]], False, True, True),
+        ([[CORNER, grid_box(1, 1)]], False, True, True),  # both crops in one call
+        ([[CORNER], [CORNER]], False, True, False),  # the key twice
+        ([[CORNER]], False, True, False),  # no cell after it
+        ([[grid_box(2, 2)], [CORNER]], False, False, False),  # the cell first
+        ([[None], [CORNER], [grid_box(0, 1)]], False, True, True),  # unplaced crops skipped
+        ([], False, False, False),
+    ],
+)
+def test_key_first_and_key_then_cell(
+    calls: list, keyed_first: bool, told_first: bool, procedure: bool
+) -> None:
+    t = rollout(*calls)
+    assert key_first(t, "keyed") is keyed_first
+    assert key_first(t, "told") is told_first
+    assert key_then_cell(t, "told") is procedure
+
+
+# --- real eval runs of the scripted expert on doctored items -----------------------------------
+
+
+def other_cell(sample: Sample) -> int:
+    """A cell (1..8) other than the target."""
+    return sample.metadata["target"] % 8 + 1
+
+
+def cell_only(sample: Sample, cell: int) -> Sample:
+    """The expert crops `cell` at once (no key) and answers its digit."""
+    m = sample.metadata
+    box = m["cell_boxes"][cell - 1]
+    return replace(
+        sample, answer=str(m["digits"][cell - 1]), metadata={**m, "kind": "marked", "region": box}
+    )
+
+
+def key_then(sample: Sample, cell: int) -> Sample:
+    """The expert crops the key, notes it as it is, then crops `cell` and answers its digit."""
+    m = sample.metadata
+    box = m["cell_boxes"][cell - 1]
+    return replace(sample, answer=str(m["digits"][cell - 1]), metadata={**m, "region": box})
+
+
+KEYED_PLAN = ("designed", "right cell only", "right cell only", "wrong cell only", "key, wrong")
+"""The unhinted keyed run's items 0..4: right 0, 1, 2; key first 0, 4."""
+TOLD_PLAN = ("designed", "right cell only", "key, wrong", "right cell only")
+"""The doctored told run's items 0..3: right 0, 1, 3; key then a cell 0, 2."""
+
+
+def doctored(samples: list[Sample], plan: tuple[str, ...]) -> list[Sample]:
+    out = []
+    for s, path in zip(samples, plan, strict=True):
+        target, wrong = s.metadata["target"], other_cell(s)
+        out.append(
+            {
+                "designed": s,
+                "right cell only": cell_only(s, target),
+                "wrong cell only": cell_only(s, wrong),
+                "key, wrong": key_then(s, wrong),
+            }[path]
+        )
+    return out
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Sampled runs (2 episodes per item) of the unhinted (doctored) and hinted `keyed` items;
+    greedy runs of `told` items, by the plain expert and by a doctored one."""
+    root = tmp_path_factory.mktemp("premises")
+    keyed = list(get_benchmark(KEYED).load(limit=len(KEYED_PLAN), seed=SEED))
+    hinted = list(get_benchmark(KEYED_HINTED).load(limit=len(KEYED_PLAN), seed=SEED))
+    told = list(get_benchmark(TOLD).load(limit=len(TOLD_PLAN), seed=SEED))
+    n, m = len(KEYED_PLAN), len(TOLD_PLAN)
+    return {
+        "keyed": keys_expert_run(doctored(keyed, KEYED_PLAN), [KEYED], n, SEED, root / "k", 2),
+        "hinted": keys_expert_run(hinted, [KEYED_HINTED], n, SEED, root / "h", 2),
+        "told": keys_expert_run(told, [TOLD], m, SEED, root / "t"),
+        "doctored": keys_expert_run(doctored(told, TOLD_PLAN), [TOLD], m, SEED, root / "d"),
+    }
+
+
+def test_sampled_runs_are_counted_per_rollout_and_per_item(runs: dict[str, Path]) -> None:
+    assert sampled_run(runs["hinted"]) == SampledRun(10, 10, 5, 5, 10)
+    unhinted = sampled_run(runs["keyed"])
+    assert unhinted == SampledRun(rollouts=10, right=6, items=5, items_passed=3, key_first=4)
+    assert (unhinted.success, unhinted.pass_at_k, unhinted.p_key_first) == (0.6, 0.6, 0.4)
+    assert sampled_run(runs["told"], "told").p_key_first == 1.0
+    assert sampled_run(runs["told"]).p_key_first == 0.0  # the centre is not the told key
+
+
+def test_hgce_premises_from_the_two_sampled_runs(runs: dict[str, Path]) -> None:
+    p = hgce_premises(runs["keyed"], runs["hinted"])
+    assert (p.p_key_first, p.pass_at_8, p.unhinted_success, p.hinted_success) == (
+        0.4,
+        0.6,
+        0.6,
+        1.0,
+    )
+    clean = hgce_premises(runs["hinted"], runs["hinted"])
+    assert (clean.p_key_first, clean.pass_at_8, clean.unhinted_success) == (1.0, 1.0, 1.0)
+
+
+def test_procedure_and_accuracy_of_told_runs(runs: dict[str, Path]) -> None:
+    assert (follows_procedure(runs["told"]), accuracy(runs["told"])) == (1.0, 1.0)
+    assert (follows_procedure(runs["doctored"]), accuracy(runs["doctored"])) == (0.5, 0.75)
+    empty = runs["told"].parent / "empty"
+    empty.mkdir()
+    (empty / "samples.jsonl").write_text("")
+    (empty / "trajectories.jsonl").write_text("")
+    assert follows_procedure(empty) is None and accuracy(empty) is None
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory: pytest.TempPathFactory):
+    """The demo model's tokenizer, as a checkpoint of it loads (`HFTokenizer`)."""
+    from beacon.demo.model import make_demo_model
+    from beacon.engines.tokenizer import HFTokenizer
+
+    return HFTokenizer.from_pretrained(make_demo_model(tmp_path_factory.mktemp("demo-model")))
+
+
+@pytest.fixture(scope="module")
+def store(runs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> ImageStore:
+    """One store of the told runs' images (the groups below mix their rollouts)."""
+    folder = tmp_path_factory.mktemp("told-images")
+    for name in ("told", "doctored"):
+        shutil.copytree(runs[name] / "images", folder, dirs_exist_ok=True)
+    return ImageStore(folder)
+
+
+def episodes(run: Path) -> dict[str, Trajectory]:
+    return {e.trajectory.sample_id: e.trajectory for e in run_trajectories(run)}
+
+
+def test_key_reference_moves_the_second_crop_to_the_target(runs, tokenizer, store) -> None:
+    sample = generate(SEED, 2, "told")
+    wrong = episodes(runs["doctored"])["2"]  # the key, then a wrong cell
+    target = sample.metadata["region"]
+    cropped = sample.metadata["cell_boxes"][other_cell(sample) - 1]
+    assert crops(wrong) == [tuple(sample.metadata["key_box"]), tuple(cropped)]
+    reference = key_reference(wrong, target)
+    codes = [j for j, s in enumerate(wrong.segments) if s.kind == "code"]
+    assert reference.segments[: codes[1]] == wrong.segments[: codes[1]]
+    assert len(reference.segments) == codes[1] + 1 and reference.tool_calls == []
+    moved = reference.segments[-1]
+    assert (moved.role, moved.kind) == ("generated", "code")
+    assert moved.text == f"\n```python\n{crop_code(target)}\n```\n"
+
+    ours = encode_trajectory(wrong, tokenizer, store.header)
+    ref = encode_trajectory(reference, tokenizer, store.header)
+    position = first_divergence(ours, ref)
+    first = int(supervised_positions(ours)[position])
+    assert ours.input_ids[:first] == ref.input_ids[:first]
+    a, b = coords(tuple(cropped)), coords(tuple(target))
+    c = next(i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y)
+    decode = tokenizer.tokenizer.decode
+    assert (decode([ours.input_ids[first]]), decode([ref.input_ids[first]])) == (a[c], b[c])
+    assert decode(ours.input_ids[:first]).endswith(f"image.crop({a[:c]}")
+
+    one_crop = episodes(runs["told"])["1"]
+    assert key_reference(replace(one_crop, segments=one_crop.segments[:3]), target) is None
+
+
+def group(sample: Sample, trajectories: list[Trajectory], correct: list[bool]) -> Distilled:
+    """A Distilled of one item's rollouts (what `probe_cases` and `grounding_cases` read:
+    `beacon.train.opd.step.collect` makes these from the student's rollouts)."""
+    g = SimpleNamespace(sample=sample, trajectories=trajectories, correct=correct)
+    return Distilled(g, 0, [])
+
+
+def test_probe_cases_are_wrong_told_rollouts_with_a_second_crop(runs, tokenizer, store) -> None:
+    plain, bad = episodes(runs["told"]), episodes(runs["doctored"])
+    parts = SimpleNamespace(tokenizer=tokenizer, store=store)
+    grey, red = generate(SEED, 2, "told"), generate(SEED, 1, "told")
+    assert (grey.metadata["colour"], red.metadata["colour"]) == ("grey", "red")
+    one_hop = replace(grey, metadata={k: v for k, v in grey.metadata.items() if k != "kind"})
+    distilled = [
+        group(grey, [plain["2"], bad["2"]], [True, False]),
+        group(red, [bad["1"], plain["1"]], [False, False]),  # a cell only: no second crop
+        group(one_hop, [bad["2"]], [False]),  # not a told item
+    ]
+    cases = probe_cases(parts, distilled)
+    assert [(c.distilled, c.index, c.stratum) for c in cases] == [
+        (distilled[0], 1, "grey"),
+        (
+            distilled[1],
+            1,
+            "red",
+        ),
+    ]
+    expected = key_reference(bad["2"], grey.metadata["region"])
+    assert cases[0].reference == encode_trajectory(expected, tokenizer, store.header)
+    assert cases[1].reference == encode_trajectory(
+        key_reference(plain["1"], red.metadata["region"]), tokenizer, store.header
+    )
+
+
+def test_grounding_cases_keep_answers_equal_to_the_wrong_cell_they_cropped(runs, tokenizer) -> None:
+    plain, bad = episodes(runs["told"]), episodes(runs["doctored"])
+    parts = SimpleNamespace(tokenizer=tokenizer, store=ImageStore(runs["doctored"] / "images"))
+    sample = generate(SEED, 2, "told")
+    m = sample.metadata
+    shown = str(m["digits"][other_cell(sample) - 1])
+    assert bad["2"].final_answer == shown
+    another = next(str(d) for d in range(10) if str(d) not in (shown, sample.answer))
+    rollouts = [
+        plain["2"],  # its last crop is the target
+        bad["2"],  # the wrong cell, and its digit: kept
+        replace(bad["2"], final_answer=another),  # the wrong cell, another digit
+        replace(bad["2"], tool_calls=bad["2"].tool_calls[:1]),  # the key last
+        rollout(),  # no crop
+    ]
+    d = group(sample, rollouts, [True, False, False, False, False])
+    one_hop = replace(sample, metadata={k: v for k, v in m.items() if k != "kind"})
+    cases = grounding_cases(parts, [d, group(one_hop, [bad["2"]], [False])])
+    assert [(c.distilled, c.index) for c in cases] == [(d, 1)]
+    assert tokenizer.tokenizer.decode([cases[0].evidence_token]) == shown
+    assert cases[0].position is None
