@@ -187,12 +187,18 @@ def test_procedure_and_accuracy_of_told_runs(runs: dict[str, Path]) -> None:
 
 
 @pytest.fixture(scope="module")
-def tokenizer(tmp_path_factory: pytest.TempPathFactory):
-    """The demo model's tokenizer, as a checkpoint of it loads (`HFTokenizer`)."""
+def demo_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A random-init demo checkpoint: the demo's tokenizer as the trainers load it."""
     from beacon.demo.model import make_demo_model
+
+    return make_demo_model(tmp_path_factory.mktemp("demo-model"))
+
+
+@pytest.fixture(scope="module")
+def tokenizer(demo_model: Path):
     from beacon.engines.tokenizer import HFTokenizer
 
-    return HFTokenizer.from_pretrained(make_demo_model(tmp_path_factory.mktemp("demo-model")))
+    return HFTokenizer.from_pretrained(demo_model)
 
 
 @pytest.fixture(scope="module")
@@ -256,14 +262,8 @@ def test_probe_cases_are_wrong_told_rollouts_with_a_second_crop(runs, tokenizer,
         group(one_hop, [bad["2"]], [False]),  # not a told item
     ]
     cases = probe_cases(parts, distilled)
-    assert [(c.distilled, c.index, c.stratum) for c in cases] == [
-        (distilled[0], 1, "grey"),
-        (
-            distilled[1],
-            1,
-            "red",
-        ),
-    ]
+    found = [(c.distilled, c.index, c.stratum) for c in cases]
+    assert found == [(distilled[0], 1, "grey"), (distilled[1], 1, "red")]
     expected = key_reference(bad["2"], grey.metadata["region"])
     assert cases[0].reference == encode_trajectory(expected, tokenizer, store.header)
     assert cases[1].reference == encode_trajectory(
@@ -292,3 +292,47 @@ def test_grounding_cases_keep_answers_equal_to_the_wrong_cell_they_cropped(runs,
     assert [(c.distilled, c.index) for c in cases] == [(d, 1)]
     assert tokenizer.tokenizer.decode([cases[0].evidence_token]) == shown
     assert cases[0].position is None
+
+
+def test_on_an_engine_rollout_the_reference_leaves_it_at_the_crops_coordinate(
+    demo_model: Path, turn_script: type, tmp_path: Path
+) -> None:
+    """The OPD trainer's rollouts carry the engine's token ids; the reference keeps them up to
+    the moved crop, so the two first differ at that crop's first differing coordinate digit."""
+    from beacon.agent.episode import EpisodeSpec
+    from beacon.agent.loop import AgentLoop
+    from beacon.demo.expert import key_note, keys_agent
+    from beacon.engines.hf import HFEngine
+    from beacon.sandbox import Sandbox, SandboxConfig
+
+    sample = generate(SEED, 2, "told")
+    m = sample.metadata
+    wrong = m["cell_boxes"][other_cell(sample) - 1]
+    turns = [
+        f"<code>\n```python\n{crop_code(m['key_box'])}\n```\n</code>",
+        f"{key_note(sample)}<code>\n```python\n{crop_code(wrong)}\n```\n</code>",
+        f"<answer>{m['digits'][other_cell(sample) - 1]}</answer>",
+    ]
+    engine = HFEngine(demo_model, batch_size=1)
+    tok = engine.tokenizer
+    ids = [tok.encode(text) for text in turns]
+    ids[-1] = [*ids[-1], *tok.eos_token_ids[-1:]]
+    engine.logits_processors = [turn_script(ids, tok.encode("</sandbox_output>")[0])]
+    store = ImageStore(tmp_path / "images")
+    with (
+        Sandbox(SandboxConfig(num_workers=1)) as sandbox,
+        AgentLoop(engine, sandbox, keys_agent(), store=store) as loop,
+    ):
+        (trajectory,) = loop.run([EpisodeSpec(sample, mode="tool")])
+    assert crops(trajectory) == [tuple(m["key_box"]), tuple(wrong)]
+    assert all(s.token_ids for s in trajectory.segments)
+    reference = key_reference(trajectory, m["region"])
+    ours = encode_trajectory(trajectory, tok, store.header)
+    ref = encode_trajectory(reference, tok, store.header)
+    first = int(supervised_positions(ours)[first_divergence(ours, ref)])
+    a, b = coords(tuple(wrong)), coords(tuple(m["region"]))
+    c = next(i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y)
+    decode = tok.tokenizer.decode
+    assert (decode([ours.input_ids[first]]), decode([ref.input_ids[first]])) == (a[c], b[c])
+    prefix = f"{key_note(sample)}<code>\n```python\nimage.crop({a[:c]}"
+    assert decode(ours.input_ids[:first]).endswith(prefix)
