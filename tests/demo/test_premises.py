@@ -336,3 +336,52 @@ def test_on_an_engine_rollout_the_reference_leaves_it_at_the_crops_coordinate(
     assert (decode([ours.input_ids[first]]), decode([ref.input_ids[first]])) == (a[c], b[c])
     prefix = f"{key_note(sample)}<code>\n```python\nimage.crop({a[:c]}"
     assert decode(ours.input_ids[:first]).endswith(prefix)
+
+
+def test_teacher_probe_reports_red_on_the_reflected_and_grey_on_all(monkeypatch) -> None:
+    """G-R1..G-R3 as the gates read them: red a0 on the rollouts with a reflection (the pairs
+    aR is measured on), grey a0 on every grey rollout, the grounding gate's share."""
+    from beacon.demo import premises
+    from beacon.train.opd.decisive import DecisiveProbe, GroundingGate, StratumProbe
+
+    red = StratumProbe(
+        "red", n=5, base_right=3, reflected=4, reflected_right=3, base_right_reflected=1
+    )
+    grey = StratumProbe(
+        "grey", n=8, base_right=6, reflected=2, reflected_right=2, base_right_reflected=2
+    )
+    gate = GroundingGate(n=4, kept=3)
+    seen = {}
+
+    def probe(parts, cases):
+        seen["probe"] = cases
+        return DecisiveProbe([grey, red])
+
+    def grounding(parts, cases):
+        seen["gate"] = cases
+        return gate
+
+    monkeypatch.setattr(premises, "decisive_probe", probe)
+    monkeypatch.setattr(premises, "grounding_gate", grounding)
+    monkeypatch.setattr(premises, "probe_cases", lambda parts, distilled: ["p", *distilled])
+    monkeypatch.setattr(premises, "grounding_cases", lambda parts, distilled: ["g", *distilled])
+    out = premises.teacher_probe(SimpleNamespace(), ["d"])
+    assert (out.a0_red, out.ar_red, out.a0_plain, out.grounding) == (0.25, 0.75, 0.75, 0.75)
+    assert seen == {"probe": ["p", "d"], "gate": ["g", "d"]}
+    assert out.probe_line == DecisiveProbe([grey, red]).line() and out.grounding_line == gate.line()
+    monkeypatch.setattr(premises, "decisive_probe", lambda parts, cases: DecisiveProbe())
+    empty = premises.teacher_probe(SimpleNamespace(), [])
+    assert (empty.a0_red, empty.ar_red, empty.a0_plain) == (None, None, None)
+
+
+def test_revue_premises_from_the_probe_record_and_the_told_runs(runs, tmp_path: Path) -> None:
+    from beacon.demo.premises import TeacherProbe, read_record, revue_premises, write_record
+
+    path = tmp_path / "revue.json"
+    assert read_record(path) == {}
+    write_record(path, TeacherProbe(0.25, 0.75, 0.5, 1.0, "probe", "gate"))
+    p = revue_premises(read_record(path), runs["doctored"], runs["told"])
+    assert (p.a0_red, p.ar_red, p.a0_plain, p.grounding) == (0.25, 0.75, 0.5, 1.0)
+    assert (p.follows_procedure, p.student_told, p.teacher_told) == (0.5, 0.75, 1.0)
+    unmeasured = revue_premises({}, runs["told"], runs["told"])
+    assert unmeasured.a0_red is None and unmeasured.follows_procedure == 1.0
