@@ -31,7 +31,9 @@ from beacon.demo.premises import (
     probe_cases,
     sampled_run,
 )
+from beacon.eval.records import SAMPLES_FILE, TRAJECTORIES_FILE
 from beacon.images import ImageStore
+from beacon.jsonl import read_jsonl, write_jsonl_atomic
 from beacon.train.core.encode import encode_trajectory
 from beacon.train.opd.score import first_divergence, supervised_positions
 from beacon.train.opd.step import Distilled
@@ -140,7 +142,8 @@ def doctored(samples: list[Sample], plan: tuple[str, ...]) -> list[Sample]:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Sampled runs (2 episodes per item) of the unhinted (doctored) and hinted `keyed` items;
+    """Sampled runs (2 episodes per item) of the unhinted `keyed` items (doctored and plain) and
+    of the hinted ones;
     greedy runs of `told` items, by the plain expert and by a doctored one."""
     root = tmp_path_factory.mktemp("premises")
     keyed = list(get_benchmark(KEYED).load(limit=len(KEYED_PLAN), seed=SEED))
@@ -150,6 +153,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {
         "keyed": keys_expert_run(doctored(keyed, KEYED_PLAN), [KEYED], n, SEED, root / "k", 2),
         "hinted": keys_expert_run(hinted, [KEYED_HINTED], n, SEED, root / "h", 2),
+        "clean": keys_expert_run(keyed, [KEYED], n, SEED, root / "c", 2),
         "told": keys_expert_run(told, [TOLD], m, SEED, root / "t"),
         "doctored": keys_expert_run(doctored(told, TOLD_PLAN), [TOLD], m, SEED, root / "d"),
     }
@@ -162,6 +166,28 @@ def test_sampled_runs_are_counted_per_rollout_and_per_item(runs: dict[str, Path]
     assert (unhinted.success, unhinted.pass_at_k, unhinted.p_key_first) == (0.6, 0.6, 0.4)
     assert sampled_run(runs["told"], "told").p_key_first == 1.0
     assert sampled_run(runs["told"]).p_key_first == 0.0  # the centre is not the told key
+
+
+def mixed_run(first: Path, second: Path, out: Path) -> Path:
+    """A sampled run whose episode 0 of each item is `first`'s, episode 1 `second`'s: items
+    whose two rollouts disagree, which the deterministic expert never gives in one run."""
+    out.mkdir()
+    for name in (SAMPLES_FILE, TRAJECTORIES_FILE):
+        rows = [
+            row
+            for run, k in ((first, "/0"), (second, "/1"))
+            for row in read_jsonl(run / name)
+            if row["key"].endswith(k)
+        ]
+        write_jsonl_atomic(out / name, rows)
+    return out
+
+
+def test_pass_at_k_counts_an_item_with_one_right_rollout(runs, tmp_path: Path) -> None:
+    mixed = sampled_run(mixed_run(runs["keyed"], runs["clean"], tmp_path / "mixed"))
+    # episode 0: right on items 0, 1, 2, key first on 0, 4; episode 1: the designed path
+    assert mixed == SampledRun(rollouts=10, right=8, items=5, items_passed=5, key_first=7)
+    assert (mixed.success, mixed.pass_at_k, mixed.p_key_first) == (0.8, 1.0, 0.7)
 
 
 def test_hgce_premises_from_the_two_sampled_runs(runs: dict[str, Path]) -> None:
