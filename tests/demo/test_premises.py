@@ -126,6 +126,7 @@ TOLD_PLAN = ("designed", "right cell only", "key, wrong", "right cell only")
 
 
 def doctored(samples: list[Sample], plan: tuple[str, ...]) -> list[Sample]:
+    """`samples` as the expert believes them: each takes the path `plan` names."""
     out = []
     for s, path in zip(samples, plan, strict=True):
         target, wrong = s.metadata["target"], other_cell(s)
@@ -143,8 +144,7 @@ def doctored(samples: list[Sample], plan: tuple[str, ...]) -> list[Sample]:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Sampled runs (2 episodes per item) of the unhinted `keyed` items (doctored and plain) and
-    of the hinted ones;
-    greedy runs of `told` items, by the plain expert and by a doctored one."""
+    of the hinted ones; greedy runs of `told` items, by the plain expert and by a doctored one."""
     root = tmp_path_factory.mktemp("premises")
     keyed = list(get_benchmark(KEYED).load(limit=len(KEYED_PLAN), seed=SEED))
     hinted = list(get_benchmark(KEYED_HINTED).load(limit=len(KEYED_PLAN), seed=SEED))
@@ -192,12 +192,8 @@ def test_pass_at_k_counts_an_item_with_one_right_rollout(runs, tmp_path: Path) -
 
 def test_hgce_premises_from_the_two_sampled_runs(runs: dict[str, Path]) -> None:
     p = hgce_premises(runs["keyed"], runs["hinted"])
-    assert (p.p_key_first, p.pass_at_8, p.unhinted_success, p.hinted_success) == (
-        0.4,
-        0.6,
-        0.6,
-        1.0,
-    )
+    measured = (p.p_key_first, p.pass_at_8, p.unhinted_success, p.hinted_success)
+    assert measured == (0.4, 0.6, 0.6, 1.0)
     clean = hgce_premises(runs["hinted"], runs["hinted"])
     assert (clean.p_key_first, clean.pass_at_8, clean.unhinted_success) == (1.0, 1.0, 1.0)
 
