@@ -183,3 +183,91 @@ def test_bad_kind_or_share_is_refused_with_the_allowed_values() -> None:
         generate(0, 0, "boxed")
     with pytest.raises(ValueError, match=r"\[0, 1\]"):
         generate(0, 0, "told", red_share=1.5)
+
+
+def image_bytes(sample) -> bytes:
+    return np.asarray(sample.images[0]).tobytes()
+
+
+@pytest.fixture(scope="module")
+def rl_pool() -> list:
+    """The demo's GRPO pool: `beacon demo` loads 240 `synth_keys_rl` items under seed 11."""
+    return list(get_benchmark("synth_keys_rl").load(limit=240, seed=11))
+
+
+def test_the_rl_pool_cycles_its_mix_and_holds_240_distinct_images(rl_pool) -> None:
+    assert [s.id for s in rl_pool] == [str(i) for i in range(240)]
+    assert {s.benchmark for s in rl_pool} == {"synth_keys_rl"}
+    assert [s.metadata["category"] for s in rl_pool] == [*synth_keys.RL_MIX] * 40
+    assert len({image_bytes(s) for s in rl_pool}) == 240
+
+
+def test_the_rl_pools_keyed_items_are_keyed_items_0_to_79_with_the_hint(rl_pool) -> None:
+    """The HGCE premise stage measures `synth_keys_keyed` items 0..79 of seed 11 as the pool's
+    keyed items (pipeline.hgce_premises: `rl.items // 3`): they must be exactly those."""
+    keyed = [s for s in rl_pool if s.metadata.get("kind") == "keyed"]
+    assert len(keyed) == 80 == 240 // 3
+    plain = list(get_benchmark("synth_keys_keyed").load(limit=80, seed=11))
+    for number, (item, alone) in enumerate(zip(keyed, plain, strict=True)):
+        expected = generate(11, number, "keyed")
+        assert image_bytes(item) == image_bytes(expected) == image_bytes(alone)
+        assert (item.question, item.answer, item.metadata) == (
+            expected.question,
+            expected.answer,
+            expected.metadata,
+        )
+        assert item.metadata["hint"] == KEYED_HINT
+    marked = [s for s in rl_pool if s.metadata.get("kind") == "marked"]
+    assert len(marked) == 40 and all("hint" not in s.metadata for s in marked)
+    for number, item in enumerate(marked):
+        assert image_bytes(item) == image_bytes(generate(11, number, "marked"))
+
+
+def test_the_rl_pools_synth_demo_items_are_that_categorys_next_items(rl_pool) -> None:
+    large = [s for s in rl_pool if s.metadata["category"] == "large"]
+    tiny = [s for s in rl_pool if s.metadata["category"] == "tiny"]
+    assert (len(large), len(tiny)) == (80, 40)
+    step = len(synth_demo.CATEGORIES)
+    for n in (0, 1, 79):
+        assert image_bytes(large[n]) == image_bytes(synth_demo.generate(11, n * step))
+    for n in (0, 39):
+        assert image_bytes(tiny[n]) == image_bytes(synth_demo.generate(11, n * step + 2))
+
+
+def test_the_opd_pool_alternates_told_items_and_synth_demo_rl_items() -> None:
+    pool = list(get_benchmark("synth_keys_opd").load(limit=24, seed=11))
+    rl = list(get_benchmark("synth_demo_rl").load(limit=12, seed=11))
+    assert [s.id for s in pool] == [str(i) for i in range(24)]
+    assert {s.benchmark for s in pool} == {"synth_keys_opd"}
+    told, one_hop = pool[0::2], pool[1::2]
+    for n, s in enumerate(told):
+        assert s.metadata["kind"] == "told" and s.question == TOLD_QUESTION
+        assert s.metadata["colour"] == ("red" if is_red(n, 0.5) else "grey")
+        assert image_bytes(s) == image_bytes(generate(11, n, "told"))
+    assert [s.metadata["colour"] for s in told[:4]] == ["grey", "red", "grey", "red"]
+    for s, r in zip(one_hop, rl, strict=True):
+        assert "kind" not in s.metadata
+        assert image_bytes(s) == image_bytes(r)
+        assert (s.question, s.answer, s.metadata) == (r.question, r.answer, r.metadata)
+        assert image_bytes(r) == image_bytes(synth_demo.rl_item(11, int(r.id)))
+
+
+def test_synth_demo_rl_items_follow_its_mix() -> None:
+    step = len(synth_demo.CATEGORIES)
+    for index in range(8):
+        item = synth_demo.rl_item(3, index)
+        category = synth_demo.RL_MIX[index % len(synth_demo.RL_MIX)]
+        assert item.metadata["category"] == category
+        offset = synth_demo.CATEGORIES.index(category)
+        assert image_bytes(item) == image_bytes(synth_demo.generate(3, index * step + offset))
+
+
+def test_the_rare_told_set_has_2_red_keys_in_100_and_else_the_told_items() -> None:
+    rare = list(get_benchmark("synth_keys_told_rare").load(limit=100, seed=0))
+    assert {s.benchmark for s in rare} == {"synth_keys_told_rare"}
+    red = [int(s.id) for s in rare if s.metadata["colour"] == "red"]
+    assert red == [49, 99]
+    assert all(s.metadata["kind"] == "told" and s.question == TOLD_QUESTION for s in rare)
+    plain = generate(0, 0, "told")  # grey in both: the same item
+    assert image_bytes(rare[0]) == image_bytes(plain)
+    assert rare[0].metadata == plain.metadata

@@ -16,21 +16,32 @@ from beacon.types import Sample
 
 
 def keys_expert_run(
-    items: Iterable[Sample], benchmarks: list[str], limit: int, seed: int, out: Path
+    items: Iterable[Sample],
+    benchmarks: list[str],
+    limit: int,
+    seed: int,
+    out: Path,
+    samples: int = 1,
 ) -> Path:
     """The scripted expert, served over HTTP, answers `benchmarks` (first `limit` items of
-    `seed`, which `items` must hold) in tool mode; the run folder `out`."""
+    `seed`, which `items` must hold) in tool mode, `samples` episodes per item (> 1: at
+    temperature 1, as the demo's sampled runs; the expert answers each the same); the run
+    folder `out`."""
     server = run_app_in_thread(
         create_scripted_app(ScriptedDemoExpert(list(items)), model_name=MODEL_NAME)
     )
+    agent = keys_agent()
+    if samples > 1:
+        agent = agent.model_copy(update={"temperature": 1.0})
     try:
         engine = EngineConfig(name="openai", model=MODEL_NAME, base_url=server.base_url)
         config = EvalConfig(
             engine=engine,
-            agent=keys_agent(),
+            agent=agent,
             benchmarks=benchmarks,
             limit=limit,
             modes=["tool"],
+            samples=samples,
             seed=seed,
             concurrency=2,
             bootstrap=0,
