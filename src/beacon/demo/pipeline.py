@@ -493,13 +493,14 @@ class DemoStages:
         run_grpo(cfg, resume=has_run(run_dir))
 
     def uninformative_hints(self) -> Path:
-        """The uninformative arm's hint cache: `UNINFORMATIVE_HINT` for every RL item (written
-        once; the same items every run loads)."""
+        """The uninformative arm's hint cache: `UNINFORMATIVE_HINT` for every RL item HGCE has a
+        hint for (the `keyed` ones), so both arms hint the same groups (written once)."""
         path = self.root / "rl" / HINTS_FILE
         if not path.exists():
             r = self.cfg.rl
-            samples = list(SynthKeysRL().load(limit=r.items, seed=RL_SEED))
-            write_jsonl_atomic(path, uninformative_hint_rows(samples))
+            samples = SynthKeysRL().load(limit=r.items, seed=RL_SEED)
+            hinted = [s for s in samples if "hint" in s.metadata]
+            write_jsonl_atomic(path, uninformative_hint_rows(hinted))
         return path
 
     def teacher_sft(self) -> None:

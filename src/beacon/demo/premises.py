@@ -157,8 +157,8 @@ def key_reference(trajectory: Trajectory, target: Sequence[int]) -> Trajectory |
 
 
 def probe_cases(parts: OPDParts, distilled: Iterable[Distilled]) -> list[ProbeCase]:
-    """A case per wrong `told` rollout with a second crop: its `key_reference`, stratum = key
-    colour (`red` / `grey`)."""
+    """A case per wrong `told` rollout with a second code segment (under `keys_agent`, one crop
+    per call: a second crop): its `key_reference`, stratum = key colour (`red` / `grey`)."""
     out = []
     for d in distilled:
         meta = d.group.sample.metadata
