@@ -97,6 +97,7 @@ def assert_fixed_text_is_phrases(out: Path, rows: list[dict]) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # the whole demo at toy size, run about twice
 def test_toy_demo_survives_kill_and_resumes(tmp_path: Path) -> None:
     out = tmp_path / "demo"
     kill_when(out / "rl" / "accuracy-s0" / "checkpoint-1" / "COMPLETE", demo(out))
