@@ -27,6 +27,7 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from beacon.benchmarks.synth_keys import RARE_RED_SHARE
 from beacon.demo.config import DemoConfig
 from beacon.demo.pipeline import REFUSED, DemoStages
 from beacon.demo.report_keys import keys_sections
@@ -36,6 +37,7 @@ from beacon.demo.stats import (
     paired_difference,
     variant_metrics,
 )
+from beacon.demo.told_rows import ToldPlan
 from beacon.jsonl import read_jsonl as jsonl_records
 from beacon.report.markdown import format_interval, markdown_table
 from beacon.runfolder import SUMMARY_FILE, read_summary
@@ -464,7 +466,9 @@ class DemoReport:
         c = self.cfg
         variants = c.revue.variants if c.revue.enabled else []
         if self.paths.tests_hgce() or variants:
-            body += keys_sections(self.root, c.seeds, c.rl.arms, variants, c.eval.bootstrap)
+            body += keys_sections(
+                self.root, c.seeds, c.rl.arms, variants, c.eval.bootstrap, keys_knobs(c)
+            )
         plots = self.plots()
         body += ["## Plots", "", *(f"![{name}]({name}.png)" for name in plots), ""]
         body += self.timings()
@@ -556,6 +560,22 @@ class DemoReport:
         )
         ax.legend(fontsize=7)
         return True
+
+
+def keys_knobs(cfg: DemoConfig) -> dict[str, object]:
+    """Demo II's task knobs (`synth_keys` rows in the cold start, the teacher's `told` rows, the
+    probe's size), as the report prints them beside the rules."""
+    d, plan = cfg.data, ToldPlan()
+    return {
+        "unhinted `keyed` SFT rows (N_u)": f"{d.keyed_unhinted_items} of "
+        f"{d.keyed_unhinted_items + d.keyed_hinted_items}",
+        "`marked` SFT rows": d.marked_items,
+        "`told` SFT rows": f"{d.told_items} ({RARE_RED_SHARE:.0%} red)",
+        "teacher's `told` rows, plain / conditioned / wrong-path": f"{plan.plain} "
+        f"({plan.red_plain:.0%} red) / {plan.conditioned} ({plan.red_conditioned:.0%} red) / "
+        f"{plan.wrong_path}",
+        "decisive-token probe": f"{cfg.revue.probe_items} `told` items",
+    }
 
 
 def bars(ax: Axes, values: Sequence[Interval], labels: Sequence[str]) -> None:

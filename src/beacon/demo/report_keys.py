@@ -186,6 +186,7 @@ class KeysReport:
     arms: Sequence[str]
     variants: Sequence[str]
     n_resamples: int
+    knobs: Mapping[str, object]
 
     # -- reading -------------------------------------------------------------------------------
     def eval_dir(self, name: str) -> Path:
@@ -269,7 +270,9 @@ class KeysReport:
         ]
 
     def rules(self) -> list[str]:
-        return ["### 4.1 Pre-registered rules", "", *render_rules(), ""]
+        knobs = ", ".join(f"{name} {value}" for name, value in self.knobs.items())
+        frozen = [f"Knobs, frozen from the pilot on the cold start before any arm ran: {knobs}."]
+        return ["### 4.1 Pre-registered rules", "", *render_rules(), "", *frozen, ""]
 
     def premises(self) -> list[str]:
         lines = ["### 4.2 Premises, measured on the cold start before any compared arm", ""]
@@ -586,9 +589,15 @@ class KeysReport:
 
 
 def keys_sections(
-    root: Path, seeds: int, arms: Sequence[str], variants: Sequence[str], n_resamples: int
+    root: Path,
+    seeds: int,
+    arms: Sequence[str],
+    variants: Sequence[str],
+    n_resamples: int,
+    knobs: Mapping[str, object] | None = None,
 ) -> list[str]:
     """Demo II's section of `report.md` as markdown lines, from the demo folder `root`: RL arms
     `arms` and OPD variants `variants` over seeds 0..`seeds` − 1 (the control: seed 0 only),
-    intervals from `n_resamples` paired bootstrap resamples."""
-    return KeysReport(Path(root), seeds, arms, variants, n_resamples).sections()
+    intervals from `n_resamples` paired bootstrap resamples; `knobs`: the task's settings the
+    rules were fixed with, printed beside them."""
+    return KeysReport(Path(root), seeds, arms, variants, n_resamples, knobs or {}).sections()
