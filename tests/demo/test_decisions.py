@@ -33,7 +33,9 @@ from beacon.demo.gates import (
 from beacon.demo.stats import Interval, paired_difference
 
 NAN = float("nan")
-HGCE_OK = HgcePremises(p_key_first=0.05, pass_at_8=0.3, hinted_success=0.6, unhinted_success=0.1)
+HGCE_OK = HgcePremises(
+    p_key_first=0.05, pass_at_8=0.3, hinted_success=0.6, unhinted_success=0.1, hinted_mixed=0.8
+)
 REVUE_OK = RevuePremises(
     a0_red=0.2,
     ar_red=0.9,
@@ -51,7 +53,7 @@ def passed(gates: list) -> dict[str, bool]:
 
 # -- gates -------------------------------------------------------------------------------------
 def test_the_designs_pilot_values_pass_every_gate() -> None:
-    assert passed(hgce_gates(HGCE_OK)) == {"G-H1": True, "G-H2": True, "G-H3": True}
+    assert passed(hgce_gates(HGCE_OK)) == {"G-H1": True, "G-H2": True, "G-H3": True, "G-H4": True}
     assert all(passed(revue_gates(REVUE_OK)).values())
     assert [g.name for g in revue_gates(REVUE_OK)] == ["G-R1", "G-R2", "G-R3", "G-R4"]
 
@@ -68,6 +70,9 @@ def test_the_designs_pilot_values_pass_every_gate() -> None:
         ({"hinted_success": 0.5, "unhinted_success": 0.5 / 3}, "G-H3", True),  # both at bound
         ({"hinted_success": 0.49, "unhinted_success": 0.0}, "G-H3", False),  # luck-level
         ({"hinted_success": 0.6, "unhinted_success": 0.25}, "G-H3", False),  # only 2.4x
+        ({"hinted_mixed": 0.5}, "G-H4", True),
+        ({"hinted_mixed": 0.49}, "G-H4", False),  # most hinted groups carry no advantage
+        ({"hinted_mixed": None}, "G-H4", False),  # not measured: fails
     ],
 )
 def test_hgce_gates_at_their_bounds(changes: dict, gate: str, ok: bool) -> None:

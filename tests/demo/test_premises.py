@@ -186,7 +186,10 @@ def mixed_run(first: Path, second: Path, out: Path) -> Path:
 def test_pass_at_k_counts_an_item_with_one_right_rollout(runs, tmp_path: Path) -> None:
     mixed = sampled_run(mixed_run(runs["keyed"], runs["clean"], tmp_path / "mixed"))
     # episode 0: right on items 0, 1, 2, key first on 0, 4; episode 1: the designed path
-    assert mixed == SampledRun(rollouts=10, right=8, items=5, items_passed=5, key_first=7)
+    assert mixed == SampledRun(
+        rollouts=10, right=8, items=5, items_passed=5, key_first=7, items_mixed=2
+    )
+    assert mixed.mixed == 0.4  # items 3 and 4: one right and one wrong rollout
     assert (mixed.success, mixed.pass_at_k, mixed.p_key_first) == (0.8, 1.0, 0.7)
 
 

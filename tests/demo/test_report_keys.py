@@ -28,7 +28,13 @@ KIND = {
     "synth_demo": "keyed",
     "synth_keys_rl": "keyed",
 }
-HGCE_GATES = {"p_key_first": 0.05, "pass_at_8": 0.6, "hinted_success": 0.6, "unhinted_success": 0.1}
+HGCE_GATES = {
+    "p_key_first": 0.05,
+    "pass_at_8": 0.6,
+    "hinted_success": 0.6,
+    "unhinted_success": 0.1,
+    "hinted_mixed": 0.8,
+}
 REVUE_GATES = {
     "a0_red": 0.2,
     "ar_red": 0.9,

@@ -360,7 +360,7 @@ def render_rules(smallest_effect: float = SMALLEST_EFFECT) -> list[str]:
     """The gates and verdict rules as markdown, printed before any result (§4.2)."""
     low, high = KEY_FIRST_WINDOW
     sesoi = f"{smallest_effect:+.2f}"
-    gates = hgce_gates(HgcePremises(None, None, None, None)) + revue_gates(
+    gates = hgce_gates(HgcePremises(None, None, None, None, None)) + revue_gates(
         RevuePremises(None, None, None, None, None, None, None)
     )
     table = markdown_table(

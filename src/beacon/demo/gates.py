@@ -27,6 +27,12 @@ MIN_HINTED_SUCCESS = 0.5
 """G-H3 (§2.7): hinted `keyed` per-rollout success at least this (not luck: `search` is 0.11)."""
 MIN_HINTED_LIFT = 3.0
 """G-H3 (§2.7): hinted per-rollout success at least this many times the unhinted one."""
+MIN_HINTED_MIXED = 0.5
+"""G-H4: of the hinted `keyed` items (8 rollouts each), the share whose rollouts are neither all
+right nor all wrong, at least this. A hinted group trains with group-relative advantages
+(beacon.md §4), so one whose rollouts all succeed carries no gradient: a hint that makes every
+rollout right rescues groups that teach nothing. Added after the first full demo: its hint was
+followed 0.98 of the time and 17 of its 20 rescued groups were all right."""
 MAX_RED_A0 = 0.4
 """G-R1 (§2.7, §3.1): the teacher's decisive-token probe on red `told` rollouts without the
 reflection, a0, at most this (the teacher errs there)."""
@@ -46,6 +52,7 @@ GATE_PREMISES = {
     "G-H1": "unhinted `keyed`: sampled P(key-first) p0",
     "G-H2": "unhinted `keyed` pass@8 on RL items",
     "G-H3": "`keyed` per-rollout success, hinted vs unhinted",
+    "G-H4": "hinted `keyed` groups of 8 with mixed outcomes (a group-relative signal)",
     "G-R1": "teacher's decisive-token probe on red `told`: without (a0) / with (aR) reflection",
     "G-R2": "teacher's decisive-token probe on plain `told`, without reflection",
     "G-R3": "grounding: with the reflection, the teacher still answers the cropped digit",
@@ -76,6 +83,9 @@ class HgcePremises:
     """Hinted `keyed`: per-rollout success, sampled (G-H3)."""
     unhinted_success: float | None
     """Unhinted `keyed`: per-rollout success, sampled (G-H3)."""
+    hinted_mixed: float | None = None
+    """Hinted `keyed`: share of items whose 8 rollouts are neither all right nor all wrong
+    (G-H4)."""
 
 
 @dataclass(frozen=True)
@@ -114,7 +124,7 @@ def values_text(**values: float | None) -> str:
 
 
 def hgce_gates(p: HgcePremises) -> list[Gate]:
-    """G-H1…G-H3 of §2.7 on `p`; an unmeasured premise fails its gate."""
+    """G-H1…G-H3 of §2.7 and G-H4 on `p`; an unmeasured premise fails its gate."""
     low, high = KEY_FIRST_WINDOW
     hinted, unhinted = p.hinted_success, p.unhinted_success
     return [
@@ -137,6 +147,12 @@ def hgce_gates(p: HgcePremises) -> list[Gate]:
             measured(hinted, unhinted)
             and hinted >= MIN_HINTED_SUCCESS - EPS
             and hinted >= MIN_HINTED_LIFT * unhinted - EPS,
+        ),
+        Gate(
+            "G-H4",
+            values_text(mixed=p.hinted_mixed),
+            f"mixed ≥ {MIN_HINTED_MIXED:.2f}",
+            measured(p.hinted_mixed) and p.hinted_mixed >= MIN_HINTED_MIXED - EPS,
         ),
     ]
 

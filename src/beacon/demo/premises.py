@@ -87,6 +87,8 @@ class SampledRun:
     items: int
     items_passed: int
     key_first: int
+    items_mixed: int = 0
+    """Items with both right and wrong rollouts."""
 
     @property
     def success(self) -> float | None:
@@ -97,31 +99,38 @@ class SampledRun:
         return self.items_passed / self.items if self.items else None
 
     @property
+    def mixed(self) -> float | None:
+        return self.items_mixed / self.items if self.items else None
+
+    @property
     def p_key_first(self) -> float | None:
         return self.key_first / self.rollouts if self.rollouts else None
 
 
 def sampled_run(run: Path, kind: str = "keyed") -> SampledRun:
     """Count a tool-mode eval run of `kind` items (several samples per item)."""
-    right, first, passed = 0, 0, {}
+    right, first, outcomes = 0, 0, {}
     episodes = list(run_trajectories(run))
     for done in episodes:
         ok = bool(done.record["correct"])
         right += ok
         first += key_first(done.trajectory, kind)
         item = (done.record["benchmark"], done.trajectory.sample_id)
-        passed[item] = passed.get(item, False) or ok
-    return SampledRun(len(episodes), right, len(passed), sum(passed.values()), first)
+        outcomes.setdefault(item, set()).add(ok)
+    passed = sum(True in seen for seen in outcomes.values())
+    mixed = sum(len(seen) == 2 for seen in outcomes.values())
+    return SampledRun(len(episodes), right, len(outcomes), passed, first, mixed)
 
 
 def hgce_premises(unhinted: Path, hinted: Path) -> HgcePremises:
-    """G-H1..G-H3 from the cold start's sampled runs on the RL `keyed` items."""
+    """G-H1..G-H4 from the cold start's sampled runs on the RL `keyed` items."""
     plain, helped = sampled_run(unhinted), sampled_run(hinted)
     return HgcePremises(
         p_key_first=plain.p_key_first,
         pass_at_8=plain.pass_at_k,
         hinted_success=helped.success,
         unhinted_success=plain.success,
+        hinted_mixed=helped.mixed,
     )
 
 
