@@ -261,7 +261,8 @@ class DemoStages:
 
     def grpo_stages(self, arm: str, seed: int) -> list[Stage]:
         """One GRPO run and its evaluations (one job): `synth_demo`, and with HGCE compared
-        the `synth_keys` sets, greedy and (`keyed`) sampled."""
+        the `synth_keys` sets, greedy and (`keyed`) sampled, for the arms the comparison reads
+        (accuracy-only and the hinted arms)."""
         name, job = f"{arm}-s{seed}", f"GRPO {arm}-s{seed}"
         model = functools.partial(self.rl_model, arm, seed)
         out = [
@@ -273,7 +274,7 @@ class DemoStages:
             ),
             self.eval_stage(f"evaluate {name}", name, model, job=job),
         ]
-        if self.tests_hgce():
+        if self.tests_hgce() and (arm == "accuracy" or RL_ARMS[arm][1]):
             out.append(self.keys_stage(f"evaluate {name} on synth_keys", name, model, job=job))
             out.append(
                 Stage(
