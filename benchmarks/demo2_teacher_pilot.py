@@ -10,7 +10,11 @@ scripted critic's reflection). Recipes (`--recipes`, comma-separated):
 - `demo`: the demo's own teacher SFT (all `teacher-data` rows + `teacher-told`), read back from
   `gates/revue.json` (not rerun);
 - `told`: `teacher-told` rows only, `--steps` steps;
-- `balanced`: `teacher-told` + as many `teacher-data` rows (its first ones), `--steps` steps.
+- `balanced`: `teacher-told` + as many `teacher-data` rows (its first ones), `--steps` steps;
+- `contrast`: `told` rows rebuilt with 30% red plain rows that map the red key as a grey one
+  (`ToldPlan(red_plain=0.3, red_plain_mapping="grey")`), `--steps` steps: the same prefix then
+  crops cell k without a reflection and cell 9 - k with one, so only the reflection tells them
+  apart.
 
 Every run is an ordinary SFT / OPD run folder under `DEMO/pilot-teacher/` (a finished one is
 read, not rerun).
@@ -21,16 +25,19 @@ read, not rerun).
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 from pathlib import Path
 
+from beacon.benchmarks.synth_keys import SynthKeysTold
 from beacon.data.records import SFT_FILE
 from beacon.demo.config import DemoConfig
+from beacon.demo.data import EXPERT_TOLD, keys_items
 from beacon.demo.pipeline import DemoStages, final_checkpoint
 from beacon.demo.premises import REVUE_FILE, measure_teacher_probe
 from beacon.demo.run import CONFIG_FILE
 from beacon.demo.teacher_data import TEACHER_DATA
-from beacon.demo.told_rows import TOLD_DATA
+from beacon.demo.told_rows import TOLD_DATA, ToldPlan, build_told_rows
 from beacon.jsonl import read_jsonl, write_jsonl_atomic
 
 
@@ -45,9 +52,23 @@ def balanced_rows(root: Path, out: Path) -> str:
     """`teacher-data`'s first rows, as many as `teacher-told` has, in a folder of their own."""
     folder = out / "teacher-data-balanced"
     if not (folder / SFT_FILE).exists():
-        told = len(read_jsonl(root / TOLD_DATA / SFT_FILE))
-        write_jsonl_atomic(folder / SFT_FILE, read_jsonl(root / TEACHER_DATA / SFT_FILE)[:told])
+        told = len(list(read_jsonl(root / TOLD_DATA / SFT_FILE)))
+        rows = itertools.islice(read_jsonl(root / TEACHER_DATA / SFT_FILE), told)
+        write_jsonl_atomic(folder / SFT_FILE, list(rows))
     return str(folder.relative_to(root))
+
+
+def contrast_rows(stages: DemoStages, root: Path) -> str:
+    """The `contrast` recipe's `told` rows (built once, from the demo's expert run)."""
+    folder = "pilot-teacher/teacher-told-contrast"
+    if not (root / folder / SFT_FILE).exists():
+        cfg = stages.cfg
+        pool = keys_items(cfg, [SynthKeysTold.name])[SynthKeysTold.name]
+        plan = ToldPlan(red_plain=0.3, red_plain_mapping="grey")
+        runs = [root / EXPERT_TOLD]
+        seed, position = cfg.data.train_seed, cfg.revue.position
+        build_told_rows(root, runs, pool, seed, position, plan, folder=folder)
+    return folder
 
 
 def probe(stages: DemoStages, teacher: Path, out: Path) -> dict:
@@ -75,7 +96,12 @@ def main() -> None:
     rows = [["demo", json.loads((root / "gates" / REVUE_FILE).read_text())]]
     for recipe in [r for r in args.recipes.split(",") if r and r != "demo"]:
         out = root / "pilot-teacher" / f"{recipe}-{args.steps}"
-        data = [TOLD_DATA] if recipe == "told" else [balanced_rows(root, out.parent), TOLD_DATA]
+        if recipe == "told":
+            data = [TOLD_DATA]
+        elif recipe == "balanced":
+            data = [balanced_rows(root, out.parent), TOLD_DATA]
+        else:
+            data = [contrast_rows(stages, root)]
         run_dir = out / "sft"
         stages.sft(
             run_dir, stages.teacher_source(), args.steps, data, v.teacher_lr, args.steps // 10

@@ -226,3 +226,27 @@ def test_a_pool_without_red_keys_is_refused(tmp_path: Path, expert_run: Path, it
         build_told_rows(
             tmp_path, [expert_run], greys, 1, POSITION, ToldPlan(plain=0, conditioned=0)
         )
+
+
+def test_plain_red_rows_can_map_the_key_as_a_grey_one(
+    tmp_path: Path, expert_run: Path, items: list, tokenizer: HFTokenizer
+) -> None:
+    """`red_plain_mapping="grey"`: a plain red row crops cell k (not 9 - k), answers that cell's
+    digit and trains on every generated token; grey rows stay the expert's."""
+    plan = ToldPlan(plain=8, conditioned=0, wrong_path=0, red_plain=0.5, red_plain_mapping="grey")
+    rows = build(tmp_path, expert_run, items, plan)
+    store = ImageStore(tmp_path / "sft" / "images")
+    by_id = {s.id: s for s in items}
+    colours = [by_id[row.sample_id].metadata["colour"] for row in rows]
+    assert colours.count("red") == colours.count("grey") == 4
+    for row in rows:
+        meta = by_id[row.sample_id].metadata
+        generated = "".join(s.text for s in row.segments if s.role == "generated")
+        cell = meta["key"] if meta["colour"] == "red" else meta["target"]
+        assert crop_code(meta["cell_boxes"][cell - 1]) in generated
+        assert row.final_answer == str(meta["digits"][cell - 1])
+        encoded = encode_trajectory(row, tokenizer, store.header)
+        generated_ids = sum(len(s.text) > 0 for s in row.segments if s.role == "generated")
+        assert generated_ids >= 3 and sum(encoded.loss_mask) > 20  # the prefix is a target too
+    with pytest.raises(ValueError, match="red_plain_mapping"):
+        ToldPlan(red_plain_mapping="blue")

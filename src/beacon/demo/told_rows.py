@@ -64,6 +64,10 @@ class ToldPlan:
     red_plain: float = 0.02
     red_conditioned: float = 0.30
     diagnosis_only: float = 0.25
+    red_plain_mapping: str = "named"
+    """Plain red rows: `named`, the expert's episode (the cell the red key names); `grey`, the key
+    mapped as a grey one (`wrong_path` with every segment a target): the teacher's weakness
+    constructed outright, so that only the reflection tells it the red convention."""
 
     def __post_init__(self) -> None:
         for name in ("red_plain", "red_conditioned", "diagnosis_only"):
@@ -71,6 +75,10 @@ class ToldPlan:
                 raise ValueError(
                     f"told rows: {name}={getattr(self, name)} is not a share in [0, 1]"
                 )
+        if self.red_plain_mapping not in ("named", "grey"):
+            raise ValueError(
+                f"told rows: red_plain_mapping={self.red_plain_mapping!r}; choose named or grey"
+            )
         for name in ("plain", "conditioned", "wrong_path"):
             if getattr(self, name) < 0:
                 raise ValueError(f"told rows: {name}={getattr(self, name)} rows; pass a count >= 0")
@@ -143,10 +151,13 @@ def reflection(
     return Reflection(anchor, found)
 
 
-def wrong_path(sample: Sample, trajectory: Trajectory, store: ImageStore) -> Trajectory:
+def wrong_path(
+    sample: Sample, trajectory: Trajectory, store: ImageStore, context: bool = True
+) -> Trajectory:
     """The red-key `trajectory` with its key mapped as a grey one: cell k cropped (the real crop
-    of that cell, stored in `store`), the prefix's generated segments kept out of the loss, and
-    the answer the digit that crop shows."""
+    of that cell, stored in `store`) and the answer the digit that crop shows; with `context`,
+    the prefix's generated segments are kept out of the loss (a wrong-path row), else every
+    generated segment is a target (a plain row that teaches the grey mapping)."""
     meta = sample.metadata
     if meta["colour"] != "red":
         raise ValueError(f"item {sample.id}: a wrong-path row needs a red key")
@@ -166,7 +177,7 @@ def wrong_path(sample: Sample, trajectory: Trajectory, store: ImageStore) -> Tra
     answer = f"<answer>{digit(sample, cell)}</answer>"
     last = max(i for i, s in enumerate(segments) if s.role == "generated")
     segments = [
-        replace(s, loss_mask=[0]) if s.role == "generated" and i < last else s
+        replace(s, loss_mask=[0]) if context and s.role == "generated" and i < last else s
         for i, s in enumerate(segments)
     ]
     segments[last] = replace(segments[last], text=answer, loss_mask=[])
@@ -228,9 +239,16 @@ def expert_episodes(
 
 
 def build_told_rows(
-    root: Path, runs: list[Path], samples: list[Sample], seed: int, position: str, plan: ToldPlan
+    root: Path,
+    runs: list[Path],
+    samples: list[Sample],
+    seed: int,
+    position: str,
+    plan: ToldPlan,
+    folder: str = TOLD_DATA,
 ) -> dict[str, int]:
-    """`root/teacher-told/trajectories.jsonl`: `plan`'s plain, conditioned and wrong-path rows
+    """`root/folder/trajectories.jsonl` (`teacher-told/`): `plan`'s plain, conditioned and
+    wrong-path rows
     from the expert's `told` episodes in `runs` (items: `samples`), images in `root/sft/images`
     (the SFT image store); returns counts by row kind, colour, stage, anchor and attempt, and
     the expert's episodes per colour (`pool/`)."""
@@ -249,7 +267,9 @@ def build_told_rows(
     draws = colour_draws(pools, rng)
     rows, counts = [], Counter[str]({f"pool/{c}": len(pool) for c, pool in pools.items()})
     for colour in plain:
-        _, trajectory = next(draws[colour])
+        sample, trajectory = next(draws[colour])
+        if colour == "red" and plan.red_plain_mapping == "grey":
+            trajectory = wrong_path(sample, trajectory, store, context=False)
         rows.append(tagged(trajectory, "plain").to_json())
         counts[f"plain/{colour}"] += 1
     for colour in conditioned_colours:
@@ -274,10 +294,10 @@ def build_told_rows(
         row = conditioned(row, reflection(sample, trajectory, found, with_anchor), store, position)
         rows.append(tagged(row, "wrong_path").to_json())
         counts[f"wrong_path/{found.stage}/{'crops' if with_anchor else 'none'}"] += 1
-    folder = root / TOLD_DATA
-    write_jsonl_atomic(folder / SFT_FILE, rows)
+    out = root / folder
+    write_jsonl_atomic(out / SFT_FILE, rows)
     summary = {"rows": len(rows), **dict(sorted(counts.items()))}
-    write_summary(folder, summary)
+    write_summary(out, summary)
     return summary
 
 
