@@ -246,7 +246,7 @@ class DemoStages:
             out.append(keys)
             out.append(
                 Stage(
-                    "HGCE premises on the cold start (G-H1..G-H3)",
+                    "HGCE premises on the cold start (G-H1..G-H4)",
                     self.hgce_premises,
                     lambda: (self.gates_dir() / HGCE_FILE).exists(),
                 )
@@ -602,7 +602,7 @@ class DemoStages:
         )
 
     def hgce_premises(self) -> None:
-        """G-H1..G-H3 on the cold start: the RL pool's `keyed` items, `rl.group_size` rollouts
+        """G-H1..G-H4 on the cold start: the RL pool's `keyed` items, `rl.group_size` rollouts
         each at temperature 1, without and with the hint (`gates/keyed*`)."""
         r, gates = self.cfg.rl, self.gates_dir()
         keyed_items = r.items // 3  # two `keyed` slots in `synth_keys.RL_MIX`'s six
