@@ -29,6 +29,7 @@ import itertools
 import json
 from pathlib import Path
 
+from beacon.benchmarks.synth_demo import render_once
 from beacon.benchmarks.synth_keys import SynthKeysTold
 from beacon.data.records import SFT_FILE
 from beacon.demo.config import DemoConfig
@@ -63,7 +64,8 @@ def contrast_rows(stages: DemoStages, root: Path) -> str:
     folder = "pilot-teacher/teacher-told-contrast"
     if not (root / folder / SFT_FILE).exists():
         cfg = stages.cfg
-        pool = keys_items(cfg, [SynthKeysTold.name])[SynthKeysTold.name]
+        with render_once():
+            pool = keys_items(cfg, [SynthKeysTold.name])[SynthKeysTold.name]
         plan = ToldPlan(red_plain=0.3, red_plain_mapping="grey")
         runs = [root / EXPERT_TOLD]
         seed, position = cfg.data.train_seed, cfg.revue.position
