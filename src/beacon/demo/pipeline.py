@@ -624,9 +624,9 @@ class DemoStages:
     def evaluate(self, name: str, model: Path) -> None:
         """Held-out evaluation of `model`: `eval.items` `synth_demo` items, tool and notool
         mode, greedy."""
-        self._eval(
-            name, model, TRAIN_BENCH, EVAL_SEED, ["tool", "notool"], limit=self.cfg.eval.items
-        )
+        out, e = self.eval_dir(name), self.cfg.eval
+        modes = ("tool", "notool")
+        self._run(out, model, [TRAIN_BENCH], EVAL_SEED, e.items, greedy_agent(), modes=modes)
 
     def keys(self, name: str, model: Path) -> None:
         """Held-out `keyed` and `marked` items, greedy, tool mode (`eval/keys-NAME`)."""
@@ -682,8 +682,10 @@ class DemoStages:
         agent: AgentConfig,
         samples: int = 1,
         ids: dict[str, list[str]] | None = None,
+        modes: Sequence[str] = ("tool",),
     ) -> None:
-        """A tool-mode `synth_keys` eval run of `model` (resumes; `samples` > 1: sampled)."""
+        """An eval run of `model` into `out` (resumes): `benches` under `seed`, `limit` items
+        (or `ids` among them), `samples` per item (> 1: the agent samples)."""
         e = self.cfg.eval
         cfg = EvalConfig(
             engine=EngineConfig(name="hf", model=str(model), device="cpu", batch_size=e.batch_size),
@@ -691,37 +693,11 @@ class DemoStages:
             benchmarks=benches,
             limit=limit,
             ids=ids,
-            modes=["tool"],
+            modes=list(modes),
             samples=samples,
             concurrency=e.batch_size,
             seed=seed,
             out=str(out),
-            bootstrap=0,
-            report=False,
-        )
-        run_eval(cfg, progress=self.cfg.progress)
-
-    def _eval(
-        self,
-        name: str,
-        model: Path,
-        bench: str,
-        seed: int,
-        modes: list[str],
-        limit: int | None = None,
-        ids: dict[str, list[str]] | None = None,
-    ) -> None:
-        e = self.cfg.eval
-        cfg = EvalConfig(
-            engine=EngineConfig(name="hf", model=str(model), device="cpu", batch_size=e.batch_size),
-            agent=greedy_agent(),
-            benchmarks=[bench],
-            limit=limit if ids is None else self.cfg.rl.items,
-            ids=ids,
-            modes=modes,
-            concurrency=e.batch_size,
-            seed=seed,
-            out=str(self.eval_dir(name)),
             bootstrap=0,
             report=False,
         )
