@@ -9,14 +9,27 @@ resumes from its own append-only JSONL.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from beacon.jsonl import write_jsonl_atomic
 from beacon.runfolder import write_summary
 
 SFT_FILE = "trajectories.jsonl"
 """A training set's rows (one `Trajectory` JSON a line), beside the `images/` store they name."""
+
+
+def write_training_set(
+    folder: Path, rows: list[dict[str, Any]], counts: Mapping[str, int]
+) -> dict[str, int]:
+    """`folder/SFT_FILE` holding `rows`, then its summary (written last: a set with a summary is
+    whole): the row count and `counts`, sorted by name. Returns the summary."""
+    write_jsonl_atomic(folder / SFT_FILE, rows)
+    summary = {"rows": len(rows), **dict(sorted(counts.items()))}
+    write_summary(folder, summary)
+    return summary
 
 
 @dataclass

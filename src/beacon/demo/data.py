@@ -41,7 +41,7 @@ from beacon.benchmarks.synth_keys import (
 )
 from beacon.benchmarks.synth_keys import prerender as prerender_keys
 from beacon.data.eval_stages import copy_images, run_trajectories
-from beacon.data.records import SFT_FILE
+from beacon.data.records import write_training_set
 from beacon.data.scripted_expert import create_scripted_app
 from beacon.demo.config import DemoConfig
 from beacon.demo.expert import MODEL_NAME, ScriptedDemoExpert, keys_agent
@@ -50,8 +50,6 @@ from beacon.engines.serve import run_app_in_thread
 from beacon.eval.config import EvalConfig
 from beacon.eval.runner import run_eval
 from beacon.images import ImageStore
-from beacon.jsonl import write_jsonl_atomic
-from beacon.runfolder import write_summary
 from beacon.types import Sample
 
 logger = logging.getLogger(__name__)
@@ -191,8 +189,6 @@ def write_sft_set(root: Path, runs: list[Path]) -> dict[str, int]:
             rows.append(traj.to_json())
             tool = "crop" if traj.used_tool else "direct"
             counts[f"{record['mode']}/{tool}/{record.get('category', '?')}"] += 1
-    write_jsonl_atomic(folder / SFT_FILE, rows)
-    summary = {"rows": len(rows), **dict(sorted(counts.items()))}
-    write_summary(folder, summary)
+    summary = write_training_set(folder, rows, counts)
     logger.info("demo SFT set: %d rows", len(rows))
     return summary

@@ -34,11 +34,9 @@ from pathlib import Path
 
 from beacon.agent.transcript import messages_text, parse_prompt_text
 from beacon.benchmarks.synth_demo import SynthDemo
-from beacon.data.records import SFT_FILE
+from beacon.data.records import SFT_FILE, write_training_set
 from beacon.demo.expert import crop_box
 from beacon.images import ImageStore
-from beacon.jsonl import write_jsonl_atomic
-from beacon.runfolder import write_summary
 from beacon.train.opd.assemble import Anchor, BreakPoint, Reflection
 from beacon.train.opd.conditioning import condition_messages, reflection_text
 from beacon.train.opd.critic_output import Grounding, Reading
@@ -134,8 +132,4 @@ def build_teacher_set(
         ]
         anchor = "none" if reflection.anchor is None else ("crop" if view else "original")
         counts[f"{reflection.break_point.stage}/{anchor}"] += 1
-    folder = root / TEACHER_DATA
-    write_jsonl_atomic(folder / SFT_FILE, rows)
-    summary = {"rows": len(rows), **dict(sorted(counts.items()))}
-    write_summary(folder, summary)
-    return summary
+    return write_training_set(root / TEACHER_DATA, rows, counts)

@@ -37,12 +37,10 @@ from pathlib import Path
 
 from beacon.benchmarks.synth_keys import is_red, named_cell
 from beacon.data.eval_stages import copy_images, run_trajectories
-from beacon.data.records import SFT_FILE
+from beacon.data.records import write_training_set
 from beacon.demo.expert import KEY_NOTE, RED_NOTE, crop_code, key_note, keys_crops
 from beacon.demo.teacher_data import conditioned, sibling_anchor
 from beacon.images import ImageStore
-from beacon.jsonl import write_jsonl_atomic
-from beacon.runfolder import write_summary
 from beacon.train.opd.assemble import BreakPoint, Reflection
 from beacon.train.opd.scripted_critic import KEYS_GROUNDING, covering_support, keys_break
 from beacon.types import ImageCrop, Sample, Trajectory
@@ -294,11 +292,7 @@ def build_told_rows(
         row = conditioned(row, reflection(sample, trajectory, found, with_anchor), store, position)
         rows.append(tagged(row, "wrong_path").to_json())
         counts[f"wrong_path/{found.stage}/{'crops' if with_anchor else 'none'}"] += 1
-    out = root / folder
-    write_jsonl_atomic(out / SFT_FILE, rows)
-    summary = {"rows": len(rows), **dict(sorted(counts.items()))}
-    write_summary(out, summary)
-    return summary
+    return write_training_set(root / folder, rows, counts)
 
 
 def tagged(trajectory: Trajectory, kind: str) -> Trajectory:
