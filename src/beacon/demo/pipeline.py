@@ -277,10 +277,10 @@ class DemoStages:
         if self.tests_hgce() and (arm == "accuracy" or RL_ARMS[arm][1]):
             out.append(self.keys_stage(f"evaluate {name} on synth_keys", name, model, job=job))
             out.append(
-                Stage(
+                self.eval_run_stage(
                     f"evaluate {name} on keyed items, sampled",
+                    f"keyed-sampled-{name}",
                     lambda: self.keyed_sampled(name, model()),
-                    lambda: bool(read_summary(self.eval_dir(f"keyed-sampled-{name}"))),
                     job,
                 )
             )
@@ -358,41 +358,29 @@ class DemoStages:
             ),
         ]
 
-    def eval_stage(
-        self,
-        title: str,
-        name: str,
-        model: Callable[[], Path],
-        job: str | None = None,
+    def eval_run_stage(
+        self, title: str, folder: str, run: Callable[[], None], job: str | None = None
     ) -> Stage:
-        return Stage(
-            title,
-            lambda: self.evaluate(name, model()),
-            lambda: bool(read_summary(self.eval_dir(name))),
-            job,
-        )
+        """A stage whose `run` writes the eval run `eval/FOLDER`: done once its summary is."""
+        return Stage(title, run, lambda: bool(read_summary(self.eval_dir(folder))), job)
+
+    def eval_stage(
+        self, title: str, name: str, model: Callable[[], Path], job: str | None = None
+    ) -> Stage:
+        """Held-out `synth_demo` items, both modes (`eval/NAME`)."""
+        return self.eval_run_stage(title, name, lambda: self.evaluate(name, model()), job)
 
     def keys_stage(
         self, title: str, name: str, model: Callable[[], Path], job: str | None = None
     ) -> Stage:
         """Held-out `keyed` and `marked` items, greedy (`eval/keys-NAME`)."""
-        return Stage(
-            title,
-            lambda: self.keys(name, model()),
-            lambda: bool(read_summary(self.eval_dir(f"keys-{name}"))),
-            job,
-        )
+        return self.eval_run_stage(title, f"keys-{name}", lambda: self.keys(name, model()), job)
 
     def told_stage(
         self, title: str, name: str, model: Callable[[], Path], job: str | None = None
     ) -> Stage:
         """Held-out `told` items, greedy (`eval/told-NAME`)."""
-        return Stage(
-            title,
-            lambda: self.told(name, model()),
-            lambda: bool(read_summary(self.eval_dir(f"told-{name}"))),
-            job,
-        )
+        return self.eval_run_stage(title, f"told-{name}", lambda: self.told(name, model()), job)
 
     def hint_reliance_done(self) -> bool:
         return all(
