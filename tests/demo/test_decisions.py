@@ -39,7 +39,7 @@ HGCE_OK = HgcePremises(
 REVUE_OK = RevuePremises(
     a0_red=0.2,
     ar_red=0.9,
-    a0_plain=0.9,
+    teacher_plain=0.9,
     grounding=0.95,
     follows_procedure=0.95,
     student_told=0.3,
@@ -88,8 +88,8 @@ def test_hgce_gates_at_their_bounds(changes: dict, gate: str, ok: bool) -> None:
         ({"a0_red": 0.41}, "G-R1", False),  # the teacher does not err enough on red keys
         ({"ar_red": 0.85}, "G-R1", True),
         ({"ar_red": 0.84}, "G-R1", False),  # the reflection does not fix it
-        ({"a0_plain": 0.85}, "G-R2", True),
-        ({"a0_plain": 0.84}, "G-R2", False),
+        ({"teacher_plain": 0.85}, "G-R2", True),
+        ({"teacher_plain": 0.84}, "G-R2", False),  # the teacher errs on plain keys too
         ({"grounding": 0.9}, "G-R3", True),
         ({"grounding": 0.89}, "G-R3", False),
         ({"follows_procedure": 0.9}, "G-R4", True),

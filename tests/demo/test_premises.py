@@ -406,7 +406,10 @@ def test_revue_premises_from_the_probe_record_and_the_told_runs(runs, tmp_path: 
     assert read_record(path) == {}
     write_record(path, TeacherProbe(0.25, 0.75, 0.5, 1.0, "probe", "gate"))
     p = revue_premises(read_record(path), runs["doctored"], runs["told"])
-    assert (p.a0_red, p.ar_red, p.a0_plain, p.grounding) == (0.25, 0.75, 0.5, 1.0)
+    assert (p.a0_red, p.ar_red, p.grounding) == (0.25, 0.75, 1.0)
     assert (p.follows_procedure, p.student_told, p.teacher_told) == (0.5, 0.75, 1.0)
+    assert p.teacher_plain == 1.0
+    # G-R2 reads the teacher's plain keys only: items 0 and 2 (1 and 3 are red); item 2 wrong
+    assert revue_premises({}, runs["told"], runs["doctored"]).teacher_plain == 0.5
     unmeasured = revue_premises({}, runs["told"], runs["told"])
     assert unmeasured.a0_red is None and unmeasured.follows_procedure == 1.0

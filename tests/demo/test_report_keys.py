@@ -157,7 +157,10 @@ def revue_folder(root: Path, gain_on: str = "red", shuffled_as: str = "vanilla")
     def revue(i: int) -> bool:
         return not where(i) or i % 10 != 1
 
-    student, teacher = share(3), share(6)
+    def teacher(i: int) -> bool:  # the constructed weakness: right on plain keys, not on red
+        return not red(i)
+
+    student = share(3)
     for name, right in (("student", student), ("teacher", teacher), ("opd-control-s0", student)):
         write_eval(root, f"told-{name}", [(TOLD, 180, right, always)])
     for s in range(SEEDS):

@@ -7,10 +7,12 @@ rollouts whose first crop is the key (G-H1, p0), the share of items with a right
 (G-H2, pass@G) and the per-rollout success; with the hint, the per-rollout success (G-H3).
 
 ReVuE's, on the teacher and the student, before OPD: the student's and the teacher's greedy
-`told` evaluations (G-R4: the student crops the key, then a cell; its accuracy beside the
-teacher's), and the teacher's decisive-token probe and grounding gate (G-R1..G-R3;
-`beacon.train.opd.decisive`) on the student's own rollouts of `told` items, each scored by the
-teacher without and with the scripted critic's reflection, exactly as the OPD trainer does.
+`told` evaluations (G-R2: the teacher on plain keys; G-R4: the student crops the key, then a
+cell; its accuracy beside the teacher's), and the teacher's decisive-token probe and grounding
+gate (G-R1, G-R3; `beacon.train.opd.decisive`) on the student's own rollouts of `told` items,
+each scored by the teacher without and with the scripted critic's reflection, exactly as the
+OPD trainer does (the probe's plain stratum is printed, not gated: it holds only the student's
+wrong plain-key rollouts, which are few).
 
 The probe's reference for a wrong rollout (`key_reference`): the rollout itself up to its second
 crop, with that crop moved to the cell the key names. A rollout that cropped the key, noted it
@@ -23,12 +25,12 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from beacon.benchmarks.synth_keys import KEY_CELL, LAYOUT, grid_box, outer_cells
+from beacon.benchmarks.synth_keys import KEY_CELL, LAYOUT, RED_SHARE, grid_box, is_red, outer_cells
 from beacon.data.eval_stages import run_trajectories
 from beacon.demo.expert import crop_code
 from beacon.demo.gates import HgcePremises, RevuePremises
@@ -142,10 +144,15 @@ def follows_procedure(run: Path) -> float | None:
     return sum(key_then_cell(e.trajectory, "told") for e in episodes) / len(episodes)
 
 
-def accuracy(run: Path) -> float | None:
-    """Share of right answers in an eval run."""
-    episodes = list(run_trajectories(run))
+def accuracy(run: Path, keep: Callable[[dict], bool] = lambda record: True) -> float | None:
+    """Share of right answers in an eval run, over the records `keep` accepts."""
+    episodes = [e for e in run_trajectories(run) if keep(e.record)]
     return sum(bool(e.record["correct"]) for e in episodes) / len(episodes) if episodes else None
+
+
+def plain_key(record: dict) -> bool:
+    """A held-out `told` record whose key is grey (G-R2's stratum)."""
+    return not is_red(int(record["sample_id"]), RED_SHARE)
 
 
 def key_reference(trajectory: Trajectory, target: Sequence[int]) -> Trajectory | None:
@@ -252,7 +259,7 @@ def revue_premises(probe: dict[str, Any], student_told: Path, teacher_told: Path
     return RevuePremises(
         a0_red=probe.get("a0_red"),
         ar_red=probe.get("ar_red"),
-        a0_plain=probe.get("a0_plain"),
+        teacher_plain=accuracy(teacher_told, plain_key),
         grounding=probe.get("grounding"),
         follows_procedure=follows_procedure(student_told),
         student_told=accuracy(student_told),
