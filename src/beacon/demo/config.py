@@ -21,7 +21,7 @@ class DemoData(StrictModel):
     text_items: int = Field(2000, ge=0, description="easy items also solved text-only (notool)")
     tool_bias: float = Field(0.6, ge=0, le=1, description="expert's crop rate on easy items")
     marked_items: int = Field(
-        800, ge=0, description="synth_keys `marked` items (the question names the cell)"
+        800, ge=0, description="synth_keys `marked` items (a frame marks the cell)"
     )
     told_items: int = Field(
         600, ge=0, description="synth_keys `told` items, 2% red keys (`synth_keys_told_rare`)"
