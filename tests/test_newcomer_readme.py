@@ -158,6 +158,7 @@ def test_install_line_pins_torch_through_the_repository_constraints() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.full
 def test_short_tour_runs_as_written(tour: Path) -> None:
     tiny, port, expert_port = tour / "tiny", free_port(), free_port()
     with contextlib.ExitStack() as stack:
@@ -192,6 +193,7 @@ def test_short_tour_runs_as_written(tour: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.full
 def test_main_job_runs_as_written(tmp_path: Path) -> None:
     """The README's main job, verbatim: the quick demo from the shipped cold start shows NAAR
     raising mode adaptiveness above accuracy-only's, intervals apart, in a report with plots."""

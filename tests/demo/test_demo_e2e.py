@@ -97,6 +97,7 @@ def assert_fixed_text_is_phrases(out: Path, rows: list[dict]) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.full
 @pytest.mark.timeout(900)  # the whole demo at toy size, run about twice
 def test_toy_demo_survives_kill_and_resumes(tmp_path: Path) -> None:
     out = tmp_path / "demo"
@@ -146,6 +147,7 @@ def test_toy_demo_survives_kill_and_resumes(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.full
 def test_a_killed_demo_leaves_no_pool_process_running(tmp_path: Path) -> None:
     """SIGKILL to the demo's own process only: its pool processes, mid-run, die with it
     (PR_SET_PDEATHSIG), so none goes on writing into the folder a rerun resumes."""

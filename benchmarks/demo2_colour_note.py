@@ -1,0 +1,67 @@
+"""Do the demo's models see a `told` key's colour? P(the key note ends in "." | key colour).
+
+After cropping a `told` key, the demo's models write `Key: k.` (grey) or `Key: k red.` (red), so
+the token after the digit is where the key's colour shows, if the model sees it. This reads the
+held-out `told` evaluations of a finished `beacon demo` folder (`eval/told-teacher`,
+`eval/told-student`; greedy episodes with the engine's log-probs) and prints, per model and key
+colour, the mean probability of "." at that token and how often " red." was written. Equal
+probabilities on red and grey keys mean the colour is not seen: the note is the same guess
+either way.
+
+    python benchmarks/demo2_colour_note.py runs/demo
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections import defaultdict
+from pathlib import Path
+
+from beacon.benchmarks import get_benchmark
+from beacon.benchmarks.synth_demo import render_once
+from beacon.benchmarks.synth_keys import SynthKeysTold
+from beacon.data.eval_stages import run_trajectories
+from beacon.demo.expert import KEY_NOTE, RED_NOTE
+from beacon.demo.pipeline import EVAL_SEED
+
+NOTE_END = 2
+"""The note's token after the digit: `Key: ` and the digit are one token each (demo phrases)."""
+
+
+def colour_note(run: Path, colours: dict[str, str]) -> dict[str, tuple[float, float, int]]:
+    """Key colour -> (mean P(".") after the digit, share of notes with " red.", episodes)."""
+    seen: dict[str, list[tuple[float, bool]]] = defaultdict(list)
+    for done in run_trajectories(run):
+        for segment in done.trajectory.segments:
+            if segment.role == "generated" and segment.text.startswith(KEY_NOTE):
+                if segment.logprobs and len(segment.logprobs) > NOTE_END:
+                    p_dot = math.exp(segment.logprobs[NOTE_END])
+                    seen[colours[done.record["sample_id"]]].append(
+                        (p_dot, RED_NOTE in segment.text)
+                    )
+                break
+    return {
+        colour: (sum(p for p, _ in v) / len(v), sum(r for _, r in v) / len(v), len(v))
+        for colour, v in sorted(seen.items())
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("demo", type=Path, help="a finished beacon demo folder")
+    args = parser.parse_args()
+    runs = {model: args.demo / "eval" / f"told-{model}" for model in ("teacher", "student")}
+    ids = {d.record["sample_id"] for run in runs.values() for d in run_trajectories(run)}
+    with render_once():
+        items = get_benchmark(SynthKeysTold.name).load(limit=len(ids), seed=EVAL_SEED)
+        colours = {s.id: s.metadata["colour"] for s in items}
+    print('| model | key | P(".") after the digit | writes " red." | episodes |')
+    print("|---|---|---|---|---|")
+    for model, run in runs.items():
+        for colour, (p_dot, red, n) in colour_note(run, colours).items():
+            print(f"| {model} | {colour} | {p_dot:.3f} | {red:.2f} | {n} |")
+
+
+if __name__ == "__main__":
+    main()
