@@ -41,9 +41,8 @@ MIN_RED_AR = 0.85
 MIN_TEACHER_PLAIN = 0.85
 """G-R2 (§2.7): the teacher without a reflection is right on plain keys (the negative stratum:
 no room expected there) at least this often, on its greedy held-out `told` items with a grey
-key. The design measured it with the probe's plain stratum, which sees only the student's
-wrong rollouts; on plain keys the student is mostly right, so that stratum held 3 rollouts in
-the first full demo: too few to measure anything. Changed before the second run."""
+key. Not the probe's plain stratum, as the design had it: the probe sees only the student's
+wrong rollouts, and on plain keys a good student gives almost none (3 in a full demo)."""
 MIN_GROUNDING = 0.9
 """G-R3 (§2.7): the reflection-conditioned teacher agrees with the student's own crop."""
 MIN_FOLLOWS_PROCEDURE = 0.9

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -150,9 +150,14 @@ def accuracy(run: Path, keep: Callable[[dict], bool] = lambda record: True) -> f
     return sum(bool(e.record["correct"]) for e in episodes) / len(episodes) if episodes else None
 
 
-def plain_key(record: dict) -> bool:
+def red_key(record: Mapping[str, Any]) -> bool:
+    """A held-out `told` record whose key is red (`synth_keys.is_red` over its item index)."""
+    return is_red(int(record["sample_id"]), RED_SHARE)
+
+
+def plain_key(record: Mapping[str, Any]) -> bool:
     """A held-out `told` record whose key is grey (G-R2's stratum)."""
-    return not is_red(int(record["sample_id"]), RED_SHARE)
+    return not red_key(record)
 
 
 def key_reference(trajectory: Trajectory, target: Sequence[int]) -> Trajectory | None:

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from beacon.benchmarks.synth_keys import RED_SHARE, TOLD_QUESTION, is_red
+from beacon.benchmarks.synth_keys import TOLD_QUESTION
 from beacon.data.eval_stages import run_trajectories
 from beacon.demo.decisions import (
     Comparison,
@@ -46,6 +46,7 @@ from beacon.demo.premises import (
     accuracy,
     key_first,
     read_record,
+    red_key,
     revue_premises,
     sampled_run,
 )
@@ -146,7 +147,7 @@ def told_item(record: Mapping) -> bool:
 
 def red_item(record: Mapping) -> bool:
     """A held-out `told` item with a red key (the stratum where the teacher errs)."""
-    return told_item(record) and is_red(int(record["sample_id"]), RED_SHARE)
+    return told_item(record) and red_key(record)
 
 
 def grey_item(record: Mapping) -> bool:
