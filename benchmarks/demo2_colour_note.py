@@ -18,18 +18,15 @@ import math
 from collections import defaultdict
 from pathlib import Path
 
-from beacon.benchmarks import get_benchmark
-from beacon.benchmarks.synth_demo import render_once
-from beacon.benchmarks.synth_keys import SynthKeysTold
 from beacon.data.eval_stages import run_trajectories
 from beacon.demo.expert import KEY_NOTE, RED_NOTE
-from beacon.demo.pipeline import EVAL_SEED
+from beacon.demo.premises import red_key
 
 NOTE_END = 2
 """The note's token after the digit: `Key: ` and the digit are one token each (demo phrases)."""
 
 
-def colour_note(run: Path, colours: dict[str, str]) -> dict[str, tuple[float, float, int]]:
+def colour_note(run: Path) -> dict[str, tuple[float, float, int]]:
     """Key colour -> (mean P(".") after the digit, share of notes with " red.", episodes)."""
     seen: dict[str, list[tuple[float, bool]]] = defaultdict(list)
     for done in run_trajectories(run):
@@ -37,9 +34,8 @@ def colour_note(run: Path, colours: dict[str, str]) -> dict[str, tuple[float, fl
             if segment.role == "generated" and segment.text.startswith(KEY_NOTE):
                 if segment.logprobs and len(segment.logprobs) > NOTE_END:
                     p_dot = math.exp(segment.logprobs[NOTE_END])
-                    seen[colours[done.record["sample_id"]]].append(
-                        (p_dot, RED_NOTE in segment.text)
-                    )
+                    colour = "red" if red_key(done.record) else "grey"
+                    seen[colour].append((p_dot, RED_NOTE in segment.text))
                 break
     return {
         colour: (sum(p for p, _ in v) / len(v), sum(r for _, r in v) / len(v), len(v))
@@ -51,15 +47,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("demo", type=Path, help="a finished beacon demo folder")
     args = parser.parse_args()
-    runs = {model: args.demo / "eval" / f"told-{model}" for model in ("teacher", "student")}
-    ids = {d.record["sample_id"] for run in runs.values() for d in run_trajectories(run)}
-    with render_once():
-        items = get_benchmark(SynthKeysTold.name).load(limit=len(ids), seed=EVAL_SEED)
-        colours = {s.id: s.metadata["colour"] for s in items}
+    runs = [args.demo / "eval" / f"told-{model}" for model in ("teacher", "student")]
+    missing = [str(run) for run in runs if not run.is_dir()]
+    if missing:
+        parser.error(f"no held-out `told` evaluation at {', '.join(missing)}: run `beacon demo`")
     print('| model | key | P(".") after the digit | writes " red." | episodes |')
     print("|---|---|---|---|---|")
-    for model, run in runs.items():
-        for colour, (p_dot, red, n) in colour_note(run, colours).items():
+    for run in runs:
+        model = run.name.removeprefix("told-")
+        for colour, (p_dot, red, n) in colour_note(run).items():
             print(f"| {model} | {colour} | {p_dot:.3f} | {red:.2f} | {n} |")
 
 
