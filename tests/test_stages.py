@@ -122,3 +122,33 @@ def test_jobs_run_beside_each_other_in_pool_processes(tmp_path: Path, monkeypatc
     }
     order = list(times)
     assert order[0] == "first" and order[-1] == "last" and len(order) == 8
+
+
+def test_a_lone_job_runs_in_a_process_of_its_own_and_waits_starts_a_new_stretch(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """One job alone still leaves this process (its memory goes back when it ends); a stage
+    with `waits` starts a new stretch, so its job runs only after every job before it."""
+    (tmp_path / "stage_worker.py").write_text(WORKER)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import stage_worker
+
+    out = tmp_path / "out"
+    out.mkdir()
+    stages = [
+        Stage("x train", lambda: None, lambda: False, job="x"),
+        Stage("x evaluate", lambda: None, lambda: False, job="x"),
+        Stage("y train", lambda: None, lambda: False, job="y", waits=True),
+        Stage("z train", lambda: None, lambda: False, job="z"),
+    ]
+    lines: list[str] = []
+    pool = Pool(2, partial(stage_worker.run_job, str(out)), partial(stage_worker.start, str(out)))
+    run_stages(stages, log=lines.append, pool=pool)
+    starts = [line for line in lines if "so far" not in line]
+    assert starts == [
+        "[1/4] x train + x evaluate (in a process of its own)",
+        "[3/4] y train (2 at once)",
+        "[4/4] z train (2 at once)",
+    ]
+    assert str(os.getpid()) != (out / "x").read_text()
+    assert lines.index("[2/4] x evaluate: done in 2 s (0.0 min so far)") < lines.index(starts[1])

@@ -1,9 +1,8 @@
 """Nested `with` blocks, each holding a value (a memo) for as long as it is open.
 
-`synth_demo.render_once` (rendered items) and `train.collate.shared_pixels` (processed images)
-keep what they computed for the length of a block: the innermost open block's value is the one
-in use, a block opened inside another keeps its own and drops it at its end, and blocks opened
-in different threads may close in any order.
+`synth_demo.render_once` keeps the items it rendered for the length of a block: the innermost
+open block's value is the one in use, a block opened inside another keeps its own and drops it
+at its end, and blocks opened in different threads may close in any order.
 """
 
 from __future__ import annotations

@@ -10,12 +10,16 @@ with what its `run` returned and its wall time, to record them (RFT's counts in 
 the demo's `timings.json`). A stage killed midway is not done, so a rerun starts it again and it
 resumes from its own records (an eval run's samples, a trainer's newest checkpoint).
 
-Jobs beside each other (the demo's GRPO runs and OPD variants, each with its evaluation): a
+Jobs (the demo's GRPO runs and OPD variants, each with its evaluation; its trainings): a
 stage may name the `job` it belongs to. A stretch of consecutive stages with jobs goes to a
 `Pool` of `size` processes, one job per process at a time, its stages in order; every other
-stage runs in this process. The pool's processes die with this one (`PR_SET_PDEATHSIG`), so a
-`kill -9` leaves nothing writing into the run folders. They are started by "spawn": a script
-that calls a runner with a pool needs the usual ``if __name__ == "__main__":`` guard.
+stage runs in this process. A stretch of one job runs in a process of its own too: a training's
+memory (its processed images, the allocator's high-water mark) goes back when its process ends,
+where in this process it would stay until the pipeline's end (the full demo's process held
+16 GB by its last stages when its three SFT runs ran here). The pool's processes die with this
+one (`PR_SET_PDEATHSIG`), so a `kill -9` leaves nothing writing into the run folders. They are
+started by "spawn": a script that calls a runner with a pool needs the usual
+``if __name__ == "__main__":`` guard.
 """
 
 from __future__ import annotations
@@ -48,6 +52,9 @@ class Stage:
     job: str | None = None
     """The run this stage belongs to (a GRPO run, an OPD variant): a job's stages run in order,
     in one process, beside other jobs' when the runner has a `Pool`."""
+    waits: bool = False
+    """Start a new stretch here: this stage runs only after every stage before it, even when the
+    stage before it is another job's (the demo's ReVuE teacher starts from the GRPO runs)."""
 
 
 OnDone = Callable[[Stage, Any, float], None]
@@ -74,8 +81,8 @@ def run_stages(
     on_done: OnDone | None = None,
     pool: Pool | None = None,
 ) -> None:
-    """Run the stages not done, in order (stretches of jobs in `pool` when it has room for more
-    than one); log progress lines to `log`; pass each finished stage to `on_done`."""
+    """Run the stages not done, in order (stretches of jobs in `pool`'s processes); log progress
+    lines to `log`; pass each finished stage to `on_done`."""
     _Runner(list(stages), log, on_done, pool).run()
 
 
@@ -95,11 +102,11 @@ class _Runner:
         while i < len(self.stages):
             end = i + 1
             if self.stages[i].job is not None:
-                while end < len(self.stages) and self.stages[end].job is not None:
+                while end < len(self.stages) and self._joins(end):
                     end += 1
             todo = self._skip_done(range(i, end))
             jobs = list(dict.fromkeys(self.stages[n].job for n in todo))
-            if self.pool is not None and self.pool.size > 1 and len(jobs) > 1:
+            if self.pool is not None and todo and self.stages[i].job is not None:
                 self._run_beside(self.pool, todo, jobs)
             else:
                 for n in todo:
@@ -108,6 +115,10 @@ class _Runner:
                     result = self.stages[n].run()
                     self._finished(n, result, time.perf_counter() - began)
             i = end
+
+    def _joins(self, n: int) -> bool:
+        """Stage `n` belongs to the stretch of jobs before it."""
+        return self.stages[n].job is not None and not self.stages[n].waits
 
     def _skip_done(self, numbers: range) -> list[int]:
         todo = []
@@ -134,7 +145,8 @@ class _Runner:
                 while queue and len(going) < size:
                     job, numbers = queue.pop(0)
                     titles = " + ".join(self.stages[n].name for n in numbers)
-                    self.log(f"{self._tag(numbers[0])} {titles} ({size} at once)")
+                    where = f"{size} at once" if size > 1 else "in a process of its own"
+                    self.log(f"{self._tag(numbers[0])} {titles} ({where})")
                     going[executor.submit(pool.run_job, job)] = numbers
                 finished, _ = wait(going, return_when=FIRST_COMPLETED)
                 for future in finished:

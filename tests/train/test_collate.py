@@ -17,7 +17,6 @@ from beacon.train.core.collate import (
     collate,
     plan_buckets,
     plan_padded,
-    shared_pixels,
 )
 from beacon.train.core.encode import encode_trajectory
 from beacon.train.core.loss import count_targets, summed_token_nll
@@ -90,42 +89,6 @@ def test_pixel_cache_processes_each_image_once_within_its_byte_budget(
         for key in keys:
             assert torch.equal(tight.get(key).pixel_values, pixels.get(key).pixel_values)
     assert loads == keys * 2
-
-
-def test_shared_pixels_lets_caches_of_equal_processors_process_an_image_once(
-    rows: Any, tiny_tokenizer: Any, tmp_path: Path
-) -> None:
-    """Inside a block: a second cache (another run, another store holding the same images)
-    processes nothing again; other processor settings, or a cache made outside any block,
-    process on their own; the block's end drops what it held."""
-    import copy
-
-    encoded, pixels = rows
-    keys = list(dict.fromkeys(k for r in encoded for k in r.images))
-    processor = tiny_tokenizer.processor.image_processor
-    loads: list[tuple[str, str]] = []
-
-    def cache(name: str, image_processor: Any = processor) -> PixelCache:
-        def load(key: str) -> Any:
-            loads.append((name, key))
-            return pixels.load_image(key)
-
-        return PixelCache(image_processor, load)
-
-    other_mean = copy.deepcopy(processor)
-    other_mean.image_mean = [0.5, 0.5, 0.5]
-    with shared_pixels():
-        first, second, other = cache("first"), cache("second"), cache("other", other_mean)
-        for key in keys:
-            assert torch.equal(first.get(key).pixel_values, pixels.get(key).pixel_values)
-        assert [second.get(key) for key in keys] == [first.get(key) for key in keys]
-        other.get(keys[0])
-        with shared_pixels():  # an inner block keeps its own
-            cache("inner").get(keys[0])
-    assert loads == [("first", k) for k in keys] + [("other", keys[0]), ("inner", keys[0])]
-    loads.clear()
-    cache("after").get(keys[0])  # the block is over: nothing shared
-    assert loads == [("after", keys[0])]
 
 
 def test_batched_forward_matches_single_rows(rows: Any, tiny_tokenizer: Any, model: Any) -> None:

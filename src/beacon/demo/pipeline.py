@@ -289,21 +289,29 @@ class DemoStages:
     def revue_stages(self) -> list[Stage]:
         """Teacher, student, ReVuE's premises, then every OPD run and its evaluations."""
         c = self.cfg
+        teacher, student = "ReVuE teacher", "ReVuE student"
         out = [
             Stage(
                 "teacher learns to read reflections (SFT)",
                 self.teacher_sft,
                 lambda: is_complete(self.teacher_dir, c.revue.teacher_steps),
+                job=teacher,
+                waits=True,  # it starts from the best GRPO run
             ),
-            self.eval_stage("evaluate the teacher", "teacher", self.teacher_model),
-            self.told_stage("evaluate the teacher on told items", "teacher", self.teacher_model),
+            self.eval_stage("evaluate the teacher", "teacher", self.teacher_model, teacher),
+            self.told_stage(
+                "evaluate the teacher on told items", "teacher", self.teacher_model, teacher
+            ),
             Stage(
                 "student cold start (SFT)",
                 self.student_sft,
                 lambda: is_complete(self.student_dir, c.revue.student_sft_steps),
+                job=student,
             ),
-            self.eval_stage("evaluate the student", "student", self.student_model),
-            self.told_stage("evaluate the student on told items", "student", self.student_model),
+            self.eval_stage("evaluate the student", "student", self.student_model, student),
+            self.told_stage(
+                "evaluate the student on told items", "student", self.student_model, student
+            ),
             Stage(
                 "ReVuE premises: the teacher's decisive-token probe (G-R1..G-R3)",
                 self.revue_premises,
@@ -355,6 +363,7 @@ class DemoStages:
                 "cold-start SFT",
                 lambda: self.sft(self.sft_dir, self.model_dir, steps),
                 lambda: is_complete(self.sft_dir, steps),
+                job="cold-start SFT",
             ),
         ]
 

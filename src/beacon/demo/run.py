@@ -89,15 +89,11 @@ def run_demo_stages(cfg: DemoConfig, stages: list[Stage], log: Callable[[str], N
     """Run `stages` (resuming finished work), logging progress lines to `log` and each stage's
     wall time to `timings.json`.
 
-    The evaluation, GRPO and OPD stages load the same ~600 synthetic items (held-out, RL and OPD
-    pools): one `render_once` block over all stages renders each once (~360 MB held), instead
-    of ~7,000 renders at ~17 ms; the data stage keeps its training items in a block of its own.
-    One `shared_pixels` block lets the three SFT runs of this process (the cold start, the
-    teacher's, the student's) process each stored image once, not once per run.
+    The evaluation stages of this process load the same ~600 synthetic items (held-out, RL and
+    OPD pools): one `render_once` block over all stages renders each once (~360 MB held),
+    instead of once per evaluation; the data stage keeps its training items in a block of its
+    own, and each job's process (GRPO and OPD runs, the SFT runs) opens its own block.
     """
-    # lazy: torch stays out of `beacon --help`
-    from beacon.train.core.collate import shared_pixels
-
     path = Path(cfg.out) / TIMINGS_FILE
     timings: dict[str, float] = json.loads(path.read_text()) if path.exists() else {}
 
@@ -107,7 +103,7 @@ def run_demo_stages(cfg: DemoConfig, stages: list[Stage], log: Callable[[str], N
 
     settings = cfg.model_copy(update={"progress": False}).model_dump()
     pool = Pool(cfg.jobs, partial(run_job, settings), partial(start_worker, cfg.threads))
-    with render_once(), shared_pixels():
+    with render_once():
         run_stages(stages, log, on_done=record, pool=pool)
 
 

@@ -18,8 +18,7 @@ CPU path and eager attention lack.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -27,7 +26,6 @@ from typing import Any
 import torch
 from PIL import Image
 
-from beacon.blocks import NestedBlocks
 from beacon.images import Recent
 from beacon.rollout import TrajectoryCheck, check_trajectory
 from beacon.train.core.encode import EncodedTrajectory
@@ -52,8 +50,7 @@ PIXEL_BUDGET = 4 << 30
 
 class PixelCache:
     """Image key -> `ImagePixels`, computed by the checkpoint's image processor; the most
-    recently used up to `budget` bytes are kept. Inside a `shared_pixels` block, caches whose
-    processors have the same settings share one store of processed images."""
+    recently used up to `budget` bytes are kept."""
 
     def __init__(
         self,
@@ -64,16 +61,12 @@ class PixelCache:
         self.image_processor = image_processor
         self.load_image = load_image
         self.merge = int(getattr(image_processor, "merge_size", 2))
-        processed: _Processed = Recent(
-            lambda source: _processed(image_processor, source[1](source[0])),
-            lambda source: source[0],
+        self.get: Callable[[str], ImagePixels] = Recent(
+            lambda key: _processed(image_processor, self.load_image(key)),
+            lambda key: key,
             _nbytes,
             budget,
         )
-        block = _pixel_blocks.innermost()
-        if block is not None:  # the block's cache for these settings, this one if it is new
-            processed = block.setdefault(image_processor.to_json_string(), processed)
-        self.get: Callable[[str], ImagePixels] = lambda key: processed((key, self.load_image))
 
     def tokens(self, key: str) -> int:
         return int(self.get(key).grid_thw.prod()) // (self.merge**2)
@@ -90,27 +83,6 @@ def rollout_check(tokenizer: Any, pixels: PixelCache) -> TrajectoryCheck:
 def _processed(image_processor: Any, image: Image.Image) -> ImagePixels:
     out = image_processor(images=[image], return_tensors="pt")
     return ImagePixels(out["pixel_values"], out["image_grid_thw"][0])
-
-
-_Processed = Recent[tuple[str, Callable[[str], Image.Image]], ImagePixels]
-"""(image key, the loader to call if it is not held) -> processed image, keyed by the key."""
-_pixel_blocks: NestedBlocks[dict[str, _Processed]] = NestedBlocks(dict)
-
-
-@contextmanager
-def shared_pixels() -> Iterator[None]:
-    """Within the block, `PixelCache`s of image processors with equal settings share what they
-    computed, until the block ends.
-
-    An image store's key is the hash of the image's pixels, so one key is one image in any
-    store, and equal processor settings give it equal pixel values. The demo's three SFT runs
-    in one process (the cold start, the teacher's, the student's) read the same ~7,200 stored
-    images, and each run's first epoch spent ~40 s loading and processing them; a held image is
-    ~0.3 MB (2.3 GB for all; the first cache's budget bounds the block's). An image not yet
-    held is loaded by the `load_image` of the cache that asked for it.
-    """
-    with _pixel_blocks.block():
-        yield
 
 
 def _nbytes(pixels: ImagePixels) -> int:
