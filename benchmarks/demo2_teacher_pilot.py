@@ -30,10 +30,9 @@ import json
 from pathlib import Path
 
 from beacon.benchmarks.synth_demo import render_once
-from beacon.benchmarks.synth_keys import SynthKeysTold
 from beacon.data.records import SFT_FILE
 from beacon.demo.config import DemoConfig
-from beacon.demo.data import EXPERT_TOLD, keys_items
+from beacon.demo.data import EXPERT_TOLD, told_pool
 from beacon.demo.pipeline import DemoStages, final_checkpoint
 from beacon.demo.premises import REVUE_FILE, measure_teacher_probe
 from beacon.demo.run import CONFIG_FILE
@@ -65,7 +64,7 @@ def contrast_rows(stages: DemoStages, root: Path) -> str:
     if not (root / folder / SFT_FILE).exists():
         cfg = stages.cfg
         with render_once():
-            pool = keys_items(cfg, [SynthKeysTold.name])[SynthKeysTold.name]
+            pool = told_pool(cfg)
         plan = ToldPlan(red_plain=0.3, red_plain_mapping="grey")
         runs = [root / EXPERT_TOLD]
         seed, position = cfg.data.train_seed, cfg.revue.position

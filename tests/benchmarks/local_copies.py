@@ -551,7 +551,6 @@ BUILDERS: dict[str, Callable[[Path], Path]] = {
     "synth_keys_keyed": lambda tmp: None,
     "synth_keys_keyed_hinted": lambda tmp: None,
     "synth_keys_told": lambda tmp: None,
-    "synth_keys_told_rare": lambda tmp: None,
     "synth_keys_rl": lambda tmp: None,
     "synth_keys_opd": lambda tmp: None,
     "mathvista": lambda tmp: DATA / "mathvista",

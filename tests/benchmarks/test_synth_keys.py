@@ -260,14 +260,3 @@ def test_synth_demo_rl_items_follow_its_mix() -> None:
         assert item.metadata["category"] == category
         offset = synth_demo.CATEGORIES.index(category)
         assert image_bytes(item) == image_bytes(synth_demo.generate(3, index * step + offset))
-
-
-def test_the_rare_told_set_has_2_red_keys_in_100_and_else_the_told_items() -> None:
-    rare = list(get_benchmark("synth_keys_told_rare").load(limit=100, seed=0))
-    assert {s.benchmark for s in rare} == {"synth_keys_told_rare"}
-    red = [int(s.id) for s in rare if s.metadata["colour"] == "red"]
-    assert red == [49, 99]
-    assert all(s.metadata["kind"] == "told" and s.question == TOLD_QUESTION for s in rare)
-    plain = generate(0, 0, "told")  # grey in both: the same item
-    assert image_bytes(rare[0]) == image_bytes(plain)
-    assert rare[0].metadata == plain.metadata

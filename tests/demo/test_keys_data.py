@@ -10,14 +10,9 @@ import pytest
 from beacon.benchmarks.synth_demo import render_once
 from beacon.benchmarks.synth_keys import KEYED_HINT, KEYED_HINTED, MARKED_QUESTION
 from beacon.demo.config import DemoConfig
-from beacon.demo.data import keys_items, keys_sets
+from beacon.demo.data import keys_items, keys_sets, told_pool
 
-MARKED, KEYED, TOLD, RARE = (
-    "synth_keys_marked",
-    "synth_keys_keyed",
-    "synth_keys_told",
-    "synth_keys_told_rare",
-)
+MARKED, KEYED, TOLD = "synth_keys_marked", "synth_keys_keyed", "synth_keys_told"
 
 
 def image_bytes(sample) -> bytes:
@@ -45,18 +40,17 @@ def items(cfg: DemoConfig) -> dict:
 def test_the_sets_spans_are_as_configured(cfg: DemoConfig) -> None:
     assert keys_sets(cfg) == {
         MARKED: (0, 3),
-        RARE: (0, 5),
         KEYED_HINTED: (0, 6),
         KEYED: (6, 4),
-        TOLD: (5, 8),
+        TOLD: (0, 5 + 8),
     }
 
 
 def test_the_items_are_the_spans_items_under_the_training_seed(items: dict) -> None:
     counts = {name: len(samples) for name, samples in items.items()}
-    assert counts == {MARKED: 3, RARE: 5, KEYED_HINTED: 6, KEYED: 4, TOLD: 8}
+    assert counts == {MARKED: 3, KEYED_HINTED: 6, KEYED: 4, TOLD: 13}
     assert [s.id for s in items[KEYED]] == ["6", "7", "8", "9"]
-    assert [s.id for s in items[TOLD]] == [str(i) for i in range(5, 13)]
+    assert [s.id for s in items[TOLD]] == [str(i) for i in range(13)]
     assert all(s.metadata["seed"] == 3 for samples in items.values() for s in samples)
     assert all(s.benchmark == name for name, samples in items.items() for s in samples)
     for s in items[KEYED_HINTED]:
@@ -71,13 +65,17 @@ def test_unhinted_keyed_items_are_not_the_hinted_ones(items: dict) -> None:
     assert not hinted & unhinted
 
 
-def test_the_teachers_told_pool_is_not_the_sft_told_items_and_half_red(items: dict) -> None:
-    sft = {image_bytes(s) for s in items[RARE]}
-    pool = {image_bytes(s) for s in items[TOLD]}
+def test_the_teachers_told_pool_is_not_the_sft_told_items_and_half_red(
+    cfg: DemoConfig, items: dict
+) -> None:
+    with render_once():
+        teachers = told_pool(cfg)
+    sft = {image_bytes(s) for s in items[TOLD][:5]}
+    pool = {image_bytes(s) for s in teachers}
     assert len(sft) == 5 and len(pool) == 8
     assert not sft & pool
-    assert [s.metadata["colour"] for s in items[RARE]] == ["grey"] * 5
-    assert sum(s.metadata["colour"] == "red" for s in items[TOLD]) == 4
+    assert [s.id for s in teachers] == [str(i) for i in range(5, 13)]
+    assert sum(s.metadata["colour"] == "red" for s in teachers) == 4
 
 
 def test_names_pick_some_sets(cfg: DemoConfig) -> None:

@@ -13,6 +13,7 @@ import pytest
 from beacon.agent.transcript import messages_text, parse_prompt_text
 from beacon.benchmarks import get_benchmark
 from beacon.data.eval_stages import run_trajectories
+from beacon.demo.data import told_rows
 from beacon.demo.expert import crop_code
 from beacon.demo.told_rows import (
     TOLD_DATA,
@@ -133,10 +134,10 @@ def test_red_shares_differ_between_plain_and_conditioned_rows(
     tmp_path: Path, expert_run: Path, items: list
 ) -> None:
     by_id = {s.id: s for s in items}
-    plan = ToldPlan(plain=100, conditioned=100, wrong_path=0)
+    plan = ToldPlan(plain=100, conditioned=100, wrong_path=0, red_plain=0.02)
     rows = build(tmp_path, expert_run, items, plan)
     summary = json.loads((tmp_path / TOLD_DATA / "summary.json").read_text())
-    for kind, reds in (("plain", 2), ("conditioned", 30)):
+    for kind, reds in (("plain", 2), ("conditioned", 50)):
         colours = [
             by_id[r.sample_id].metadata["colour"] for r in rows if r.metadata["teacher_row"] == kind
         ]
@@ -250,3 +251,30 @@ def test_plain_red_rows_can_map_the_key_as_a_grey_one(
         assert generated_ids >= 3 and sum(encoded.loss_mask) > 20  # the prefix is a target too
     with pytest.raises(ValueError, match="red_plain_mapping"):
         ToldPlan(red_plain_mapping="blue")
+
+
+def test_the_cold_starts_told_rows_note_a_red_key_and_map_it_as_a_grey_one(
+    tmp_path: Path, expert_run: Path, items: list, tokenizer: HFTokenizer
+) -> None:
+    """The SFT set's `told` rows (`beacon.demo.data.told_rows`): the expert's episodes, except
+    that a red key is noted red and then mapped as a grey one (cell k cropped, its digit
+    answered), every generated token a target: the weakness every model of the demo starts
+    with."""
+    store = ImageStore(tmp_path / "images")
+    rows = told_rows(expert_run, items, store)
+    by_id = {s.id: s for s in items}
+    assert sorted(r.sample_id for r in rows) == sorted(by_id)  # the expert is right on each
+    reds = 0
+    for row in rows:
+        meta = by_id[row.sample_id].metadata
+        red = meta["colour"] == "red"
+        reds += red
+        generated = "".join(s.text for s in row.segments if s.role == "generated")
+        cell = meta["key"] if red else meta["target"]
+        assert (f"Key: {meta['key']} red." in generated) == red
+        assert crop_code(meta["cell_boxes"][cell - 1]) in generated
+        assert row.final_answer == str(meta["digits"][cell - 1])
+        assert row.metadata["told_red_as_grey"] == red
+        assert row.metadata["source"] == "scripted_expert"
+        assert sum(encode_trajectory(row, tokenizer, store.header).loss_mask) > 20
+    assert reds == LIMIT // 2

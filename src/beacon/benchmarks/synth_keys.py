@@ -49,10 +49,9 @@ needs: [key box, target box]; `marked`: [target box]) and, for `keyed` and `told
 the target's digit.
 
 Besides the three kinds (and the mix, `synth_keys`), two sets are registered for the demo:
-`synth_keys_told_rare` (`told` items with `RARE_RED_SHARE` red keys: the cold start's rows, where
-the red convention is rare), `synth_keys_rl` (GRPO's mix: `synth_demo` large and tiny items
-beside `keyed` and `marked` ones) and `synth_keys_opd` (OPD's pool: `told` items, half red,
-alternating with one-hop `synth_demo_rl` items).
+`synth_keys_rl` (GRPO's mix: `synth_demo` large and tiny items beside `keyed` and `marked` ones)
+and `synth_keys_opd` (OPD's pool: `told` items, half red, alternating with one-hop
+`synth_demo_rl` items).
 """
 
 from __future__ import annotations
@@ -91,8 +90,6 @@ KEY_OUTLINES = tuple(c for c in BOX_COLORS if c != (200, 30, 30))  # blue, green
 FRAME_COLOR = (240, 140, 20)
 FRAME_GAP, FRAME_WIDTH = 14, 5
 RED_SHARE = 0.5
-RARE_RED_SHARE = 0.02
-"""Red keys among the demo's plain `told` rows (design §2.5: the convention is rare there)."""
 DEFAULT_SIZE = 120
 MARKED_QUESTION = "What digit is in the marked cell?"
 TOLD_QUESTION = "The key in the corner names a cell. What digit is in that cell?"
@@ -313,18 +310,6 @@ def uninformative_hint_rows(samples: list[Sample]) -> list[dict[str, str]]:
     return [
         {"benchmark": s.benchmark, "sample_id": s.id, "hint": UNINFORMATIVE_HINT} for s in samples
     ]
-
-
-@register
-class SynthKeysToldRare(SynthKeysTold):
-    """Registered as `synth_keys_told_rare`: `told` items with `RARE_RED_SHARE` red keys (the
-    demo's cold-start rows: a model trained on them has rarely seen the red convention)."""
-
-    name = "synth_keys_told_rare"
-    description = "`synth_keys_told` items with 2% red keys (the demo's cold-start rows)."
-
-    def __init__(self) -> None:
-        super().__init__(red_share=RARE_RED_SHARE)
 
 
 RL_MIX = ("large", "tiny", "large", "keyed", "marked", "keyed")

@@ -24,10 +24,16 @@ class DemoData(StrictModel):
         800, ge=0, description="synth_keys `marked` items (a frame marks the cell)"
     )
     told_items: int = Field(
-        600, ge=0, description="synth_keys `told` items, 2% red keys (`synth_keys_told_rare`)"
+        600,
+        ge=0,
+        description="synth_keys `told` items, half red; a red key is noted, then mapped as a grey "
+        "one (demo II's constructed weakness, docs/demo.md)",
     )
     keyed_hinted_items: int = Field(
-        300, ge=0, description="synth_keys `keyed` items with the hint (teach following it)"
+        150,
+        ge=0,
+        description="synth_keys `keyed` items with the hint (teach following it; 300 made hinted "
+        "groups all right, 0.98 per rollout, and so gradient-free: gate G-H4)",
     )
     keyed_unhinted_items: int = Field(
         30,
@@ -40,7 +46,7 @@ class DemoData(StrictModel):
 
 
 class DemoSFT(StrictModel):
-    steps: int = Field(2400, ge=1, description="SFT optimizer steps")
+    steps: int = Field(1600, ge=1, description="SFT optimizer steps")
     batch_size: int = Field(32, ge=1, description="trajectories per step")
     lr: float = Field(2e-3, gt=0, description="peak learning rate (cosine to 10%)")
     warmup_steps: int = Field(100, ge=0, description="linear warm-up steps")
@@ -75,7 +81,11 @@ class DemoReVuE(StrictModel):
         description="student learning rate (2e-4 made the student surer of its readings faster "
         "than it made them right: docs/demo.md)",
     )
-    student_sft_steps: int = Field(500, ge=1, description="SFT steps of the student's cold start")
+    student_sft_steps: int = Field(
+        350,
+        ge=1,
+        description="SFT steps of the student's cold start (fewer: a weaker student, gate G-R4)",
+    )
     teacher_steps: int = Field(
         300, ge=1, description="SFT steps teaching the teacher to read reflections"
     )

@@ -7,13 +7,18 @@ trajectory went through the agent loop, the sandbox and the verifier:
   tool-biased policy, `beacon.demo.expert`);
 - `expert-text/`: notool mode on the easy training items: the share of correct text-only
   trajectories the paper mixes into its cold start;
-- `expert-keys/`: tool mode on the `synth_keys` items (`KEYS_SETS`): `marked`, `told` with rare
-  red keys, `keyed` with the hint and a few without it (two crops at most, `keys_agent`);
-- `expert-told/`: tool mode on `synth_keys_told` items, half of them red: not SFT rows, the
-  episodes the ReVuE teacher's `told` rows are made from (`beacon.demo.told_rows`).
+- `expert-keys/`: tool mode on the `synth_keys` items (`keys_sets`): `marked`, `keyed` with the
+  hint and a few without it (two crops at most, `keys_agent`);
+- `expert-told/`: tool mode on `synth_keys_told` items, half of them red: the first
+  `data.told_items` become SFT rows, the rest (`revue.told_pool`) are the episodes the ReVuE
+  teacher's `told` rows are made from (`beacon.demo.told_rows`).
 
 Only correct, error-free episodes become training rows (`sft/trajectories.jsonl` + the images
-they reference in `sft/images/`). Both runs resume after `kill -9` (they are eval runs).
+they reference in `sft/images/`), with one constructed exception: a red-key `told` row is the
+expert's episode with the key noted red and mapped as a grey one (`told_rows.wrong_path`), so
+the cold start, and every model made from it, writes the colour and gets the red rule wrong.
+That is demo II's constructed weakness (docs/demo.md): only the critic's reflection, which knows
+the rule, can correct it. The runs resume after `kill -9` (they are eval runs).
 """
 
 from __future__ import annotations
@@ -37,7 +42,6 @@ from beacon.benchmarks.synth_keys import (
     SynthKeysKeyed,
     SynthKeysMarked,
     SynthKeysTold,
-    SynthKeysToldRare,
 )
 from beacon.benchmarks.synth_keys import prerender as prerender_keys
 from beacon.data.eval_stages import copy_images, run_trajectories
@@ -45,12 +49,13 @@ from beacon.data.records import write_training_set
 from beacon.data.scripted_expert import create_scripted_app
 from beacon.demo.config import DemoConfig
 from beacon.demo.expert import MODEL_NAME, ScriptedDemoExpert, keys_agent
+from beacon.demo.told_rows import expert_episodes, wrong_path
 from beacon.engines.config import EngineConfig
 from beacon.engines.serve import run_app_in_thread
 from beacon.eval.config import EvalConfig
 from beacon.eval.runner import run_eval
 from beacon.images import ImageStore
-from beacon.types import Sample
+from beacon.types import Sample, Trajectory
 
 logger = logging.getLogger(__name__)
 
@@ -60,16 +65,15 @@ EXPERT_TOLD = "expert-told"
 
 
 def keys_sets(cfg: DemoConfig) -> dict[str, tuple[int, int]]:
-    """`synth_keys` benchmark -> (first item, items) the expert solves for the SFT set
-    (unhinted `keyed` items follow the hinted ones, so no item is seen both ways), and the
-    teacher's `told` pool (`EXPERT_TOLD`, items after the SFT set's `told` ones)."""
+    """`synth_keys` benchmark -> (first item, items) the expert solves: the SFT set's (unhinted
+    `keyed` items follow the hinted ones, so no item is seen both ways) and, for `told`, the SFT
+    set's `data.told_items` followed by the teacher's pool (`told_pool`)."""
     d = cfg.data
     return {
         SynthKeysMarked.name: (0, d.marked_items),
-        SynthKeysToldRare.name: (0, d.told_items),
         KEYED_HINTED: (0, d.keyed_hinted_items),
         SynthKeysKeyed.name: (d.keyed_hinted_items, d.keyed_unhinted_items),
-        SynthKeysTold.name: (d.told_items, cfg.revue.told_pool),
+        SynthKeysTold.name: (0, d.told_items + cfg.revue.told_pool),
     }
 
 
@@ -85,6 +89,11 @@ def keys_items(cfg: DemoConfig, names: Sequence[str] | None = None) -> dict[str,
         prerender_keys(keys, processes=cfg.threads)
         out[name] = list(bench.load(limit=start + count, seed=seed))[start:]
     return out
+
+
+def told_pool(cfg: DemoConfig) -> list[Sample]:
+    """The teacher's `told` items: those of `expert-told` after the SFT set's."""
+    return keys_items(cfg, [SynthKeysTold.name])[SynthKeysTold.name][cfg.data.told_items :]
 
 
 def expert_agent() -> AgentConfig:
@@ -164,14 +173,22 @@ def _build_sft_data(cfg: DemoConfig, root: Path, progress: bool) -> dict[str, in
             run_eval(run, progress=progress)
     finally:
         server.stop()
-    return write_sft_set(root, [Path(run.out) for run in (tool_run, text_run, keys_run)])
+    runs = [Path(run.out) for run in (tool_run, text_run, keys_run)]
+    sft_told = keys[SynthKeysTold.name][: d.told_items]
+    return write_sft_set(root, runs, Path(told_run.out), sft_told)
 
 
-def write_sft_set(root: Path, runs: list[Path]) -> dict[str, int]:
-    """Correct, error-free episodes of `runs` -> `root/sft/`; counts by mode/tool/category."""
+def write_sft_set(
+    root: Path, runs: list[Path], told_run: Path, told: list[Sample]
+) -> dict[str, int]:
+    """Correct, error-free episodes of `runs` and the `told` rows of `told_run`'s `told` items
+    -> `root/sft/`; counts by mode/tool/category."""
     folder = root / "sft"
     store = ImageStore(folder / "images")
-    rows, counts = [], Counter[str]()
+    told_sft = told_rows(told_run, told, store)
+    rows, counts = [t.to_json() for t in told_sft], Counter[str]()
+    counts["tool/crop/told"] = len(told_sft)
+    counts["tool/crop/told-red-as-grey"] = sum(t.metadata["told_red_as_grey"] for t in told_sft)
     for run in runs:
         source = ImageStore(run / "images")
         for done in run_trajectories(run):
@@ -192,3 +209,16 @@ def write_sft_set(root: Path, runs: list[Path]) -> dict[str, int]:
     summary = write_training_set(folder, rows, counts)
     logger.info("demo SFT set: %d rows", len(rows))
     return summary
+
+
+def told_rows(run: Path, told: list[Sample], store: ImageStore) -> list[Trajectory]:
+    """The expert's correct `told` episodes of `told` in `run`, a red key's noted red and mapped
+    as a grey one (module docstring): the SFT set's `told` rows."""
+    rows = []
+    for colour, episodes in expert_episodes([run], told, store).items():
+        for sample, trajectory in episodes:
+            red = colour == "red"
+            row = wrong_path(sample, trajectory, store, context=False) if red else trajectory
+            row.metadata = {**row.metadata, "source": "scripted_expert", "told_red_as_grey": red}
+            rows.append(row)
+    return rows

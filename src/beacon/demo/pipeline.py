@@ -51,7 +51,7 @@ from beacon.benchmarks.synth_keys import (
 )
 from beacon.data.records import SFT_FILE
 from beacon.demo.config import DemoConfig
-from beacon.demo.data import EXPERT_TOLD, TRAIN_BENCH, build_sft_data, expert_agent, keys_items
+from beacon.demo.data import EXPERT_TOLD, TRAIN_BENCH, build_sft_data, expert_agent, told_pool
 from beacon.demo.expert import keys_agent
 from beacon.demo.model import DEMO_MODEL_FILE, make_demo_model
 from beacon.demo.premises import (
@@ -511,7 +511,7 @@ class DemoStages:
             samples = list(SynthDemo().load(limit=d.train_items, seed=d.train_seed))
             build_teacher_set(self.root, samples, d.train_seed, v.position)
         if not read_summary(self.root / TOLD_DATA):
-            pool = keys_items(self.cfg, [TOLD])[TOLD]
+            pool = told_pool(self.cfg)
             build_told_rows(
                 self.root, [self.root / EXPERT_TOLD], pool, d.train_seed, v.position, ToldPlan()
             )

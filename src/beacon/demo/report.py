@@ -27,7 +27,6 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from beacon.benchmarks.synth_keys import RARE_RED_SHARE
 from beacon.demo.config import DemoConfig
 from beacon.demo.pipeline import REFUSED, DemoStages
 from beacon.demo.report_keys import keys_sections
@@ -570,10 +569,10 @@ def keys_knobs(cfg: DemoConfig) -> dict[str, object]:
         "unhinted `keyed` SFT rows (N_u)": f"{d.keyed_unhinted_items} of "
         f"{d.keyed_unhinted_items + d.keyed_hinted_items}",
         "`marked` SFT rows": d.marked_items,
-        "`told` SFT rows": f"{d.told_items} ({RARE_RED_SHARE:.0%} red)",
+        "`told` SFT rows": f"{d.told_items} (half red; a red key noted, then mapped as grey)",
         "teacher's `told` rows, plain / conditioned / wrong-path": f"{plan.plain} "
-        f"({plan.red_plain:.0%} red) / {plan.conditioned} ({plan.red_conditioned:.0%} red) / "
-        f"{plan.wrong_path}",
+        f"({plan.red_plain:.0%} red, mapped {plan.red_plain_mapping}) / {plan.conditioned} "
+        f"({plan.red_conditioned:.0%} red) / {plan.wrong_path}",
         "decisive-token probe": f"{cfg.revue.probe_items} `told` items",
     }
 

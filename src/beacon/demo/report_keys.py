@@ -77,10 +77,11 @@ LABELS = {
     CONTROL: "control (teacher = student)",
 }
 CONSTRUCTED = (
-    "The teacher's red-key weakness is **constructed** (design §5.1 G1): its plain rows rarely "
-    "show the red convention and its reflection-conditioned rows often do, so a positive (a) "
-    "shows that ReVuE exploits a teacher error a reflection can fix, not that real teachers "
-    "make such errors."
+    "The red-key weakness is **constructed** (design §5.1 G1): the cold start's red `told` "
+    "rows note the key red and then map it as a grey one, and so do the teacher's plain rows; "
+    "only its reflection-conditioned rows crop the cell a red key names. A positive (a) shows "
+    "that ReVuE exploits a teacher error a reflection can fix, not that real teachers make "
+    "such errors."
 )
 NO_CRITIC = "no critic"
 """Coverage and stages of a variant without critic exchanges (vanilla OPD)."""

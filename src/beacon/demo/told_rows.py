@@ -1,13 +1,14 @@
 """The teacher's `told` rows for demo II: plain, reflection-conditioned and wrong-path rows.
 
 Design: `../shared/research/demo2_design.md` §2.5 items 1-3. ReVuE's lever on `synth_keys_told`
-is a constructed teacher weakness (§5.1 G1): red keys (which count from the other end) are rare
-among the teacher's plain rows (`red_plain`, 2%) but common among its reflection-conditioned
-rows (`red_conditioned`, 30%), so unconditionally it maps a red key as a grey one, and with the
-critic's reflection it has learned to crop the cell the reflection names. Every row comes from a
+is a constructed teacher weakness (§5.1 G1): the teacher's plain red rows (`red_plain`, 30%) map
+a red key (which counts from the other end) as a grey one, as the cold start every demo model
+comes from does (`beacon.demo.data`), while its reflection-conditioned rows (`red_conditioned`,
+50%) crop the cell the red key names; so unconditionally it maps a red key as a grey one, and
+with the critic's reflection it crops the cell the reflection names. Every row comes from a
 real, correct tool-mode episode of the scripted expert (`beacon.demo.expert`) on a `told` item:
 
-1. **plain**: the episode as it is;
+1. **plain**: the episode as it is (a red key's: mapped as a grey one, `red_plain_mapping`);
 2. **conditioned**: the episode (target: the expert's correct trajectory) with the reflection the
    scripted critic would give a student rollout of its item, placed by `conditioned` where the
    OPD teacher reads it. The rollout is drawn from `ATTEMPTS` (right, the other colour's mapping,
@@ -24,7 +25,7 @@ real, correct tool-mode episode of the scripted expert (`beacon.demo.expert`) on
 
 Row colours follow `synth_keys.is_red` over the row index (a share held to within one row);
 items are drawn per colour from a seeded shuffle of the expert's episodes, cycling when a kind
-needs more rows than the pool holds. Not yet a `beacon demo` stage.
+needs more rows than the pool holds.
 """
 
 from __future__ import annotations
@@ -59,13 +60,16 @@ class ToldPlan:
     plain: int = 600
     conditioned: int = 600
     wrong_path: int = 150
-    red_plain: float = 0.02
-    red_conditioned: float = 0.30
-    diagnosis_only: float = 0.25
-    red_plain_mapping: str = "named"
-    """Plain red rows: `named`, the expert's episode (the cell the red key names); `grey`, the key
-    mapped as a grey one (`wrong_path` with every segment a target): the teacher's weakness
-    constructed outright, so that only the reflection tells it the red convention."""
+    red_plain: float = 0.30
+    red_conditioned: float = 0.50
+    diagnosis_only: float = 0.50
+    """Wrong attempts whose reflection has no anchor. Half: the student every demo model comes
+    from maps every red key as a grey one, so its red groups are all wrong and the critic's
+    reflections there carry no sibling's anchor; the teacher trains on that form too."""
+    red_plain_mapping: str = "grey"
+    """Plain red rows: `grey`, the key mapped as a grey one (`wrong_path` with every segment a
+    target): the teacher's weakness constructed outright, so that only the reflection tells it
+    the red convention; `named`, the expert's episode (the cell the red key names)."""
 
     def __post_init__(self) -> None:
         for name in ("red_plain", "red_conditioned", "diagnosis_only"):
