@@ -146,7 +146,7 @@ def test_a_lone_job_runs_in_a_process_of_its_own_and_waits_starts_a_new_stretch(
     run_stages(stages, log=lines.append, pool=pool)
     starts = [line for line in lines if "so far" not in line]
     assert starts == [
-        "[1/4] x train + x evaluate (in a process of its own)",
+        "[1/4] x train + x evaluate (in a pool process)",
         "[3/4] y train (2 at once)",
         "[4/4] z train (2 at once)",
     ]

@@ -145,7 +145,7 @@ class _Runner:
                 while queue and len(going) < size:
                     job, numbers = queue.pop(0)
                     titles = " + ".join(self.stages[n].name for n in numbers)
-                    where = f"{size} at once" if size > 1 else "in a process of its own"
+                    where = f"{size} at once" if size > 1 else "in a pool process"
                     self.log(f"{self._tag(numbers[0])} {titles} ({where})")
                     going[executor.submit(pool.run_job, job)] = numbers
                 finished, _ = wait(going, return_when=FIRST_COMPLETED)

@@ -85,7 +85,11 @@ KEY_CELL = {"C": (1, 1), "K": (0, 0)}
 BOX_W, BOX_H = 40, 48
 GLYPH_PX = (26, 32)
 KEY_INK = (60, 110)  # grey level of a plain key's digit
-RED_INK = ((190, 230), (20, 50), (20, 50))  # RGB ranges of a red key's digit
+RED_INK = ((230, 250), (95, 125), (95, 125))
+"""RGB ranges of a red key's digit: a light red, luminance 135-162 against grey ink's 60-110.
+A deep red (luminance 71-104) differed from grey ink in hue alone, and the demo's tiny model
+did not learn to tell them apart: after 1,600 SFT steps with half its `told` rows noting a red
+key, it wrote the note " red." as often on grey keys as on red ones (benchmarks/RESULTS.md)."""
 KEY_OUTLINES = tuple(c for c in BOX_COLORS if c != (200, 30, 30))  # blue, green: never red
 FRAME_COLOR = (240, 140, 20)
 FRAME_GAP, FRAME_WIDTH = 14, 5
