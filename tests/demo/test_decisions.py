@@ -34,7 +34,12 @@ from beacon.demo.stats import Interval, paired_difference
 
 NAN = float("nan")
 HGCE_OK = HgcePremises(
-    p_key_first=0.05, pass_at_8=0.3, hinted_success=0.6, unhinted_success=0.1, hinted_mixed=0.8
+    p_key_first=0.05,
+    pass_at_8=0.3,
+    hinted_success=0.6,
+    unhinted_success=0.1,
+    hinted_mixed=0.8,
+    hinted_split=0.7,
 )
 REVUE_OK = RevuePremises(
     a0_red=0.2,
@@ -70,9 +75,10 @@ def test_the_designs_pilot_values_pass_every_gate() -> None:
         ({"hinted_success": 0.5, "unhinted_success": 0.5 / 3}, "G-H3", True),  # both at bound
         ({"hinted_success": 0.49, "unhinted_success": 0.0}, "G-H3", False),  # luck-level
         ({"hinted_success": 0.6, "unhinted_success": 0.25}, "G-H3", False),  # only 2.4x
-        ({"hinted_mixed": 0.5}, "G-H4", True),
-        ({"hinted_mixed": 0.49}, "G-H4", False),  # most hinted groups carry no advantage
-        ({"hinted_mixed": None}, "G-H4", False),  # not measured: fails
+        ({"hinted_split": 0.5}, "G-H4", True),
+        ({"hinted_split": 0.49}, "G-H4", False),  # most hinted groups cannot push the first crop
+        ({"hinted_split": 0.1, "hinted_mixed": 0.9}, "G-H4", False),  # mixed on reading only
+        ({"hinted_split": None}, "G-H4", False),  # not measured: fails
     ],
 )
 def test_hgce_gates_at_their_bounds(changes: dict, gate: str, ok: bool) -> None:

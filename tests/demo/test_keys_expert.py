@@ -57,6 +57,31 @@ def test_the_expert_crops_the_key_notes_it_then_crops_the_named_cell(kind: str, 
     assert expert.reply(user_turn(s, system=False)).text == "<answer>" + s.answer
 
 
+def test_on_hinted_keyed_items_the_expert_follows_the_hint_for_its_share_of_items() -> None:
+    """`hint_followed`: a share of hinted `keyed` items get the key-first plan, the rest one
+    crop of the target's cell (drawn per item, the same every time); unhinted `keyed`, `told`
+    and `marked` items keep their plans."""
+    from beacon.benchmarks.synth_demo import hinted
+
+    items = [hinted(generate(0, i, "keyed"), KEYED_HINTED) for i in range(200)]
+    expert = ScriptedDemoExpert(items, hint_followed=0.4)
+    plans = [expert.plan(s) for s in items]
+    followed = [p == keys_crops(s) for p, s in zip(plans, items, strict=True)]
+    assert 0.3 < sum(followed) / len(items) < 0.5
+    for plan, s, key_first in zip(plans, items, followed, strict=True):
+        assert key_first or plan == [s.metadata["region"]]
+    assert plans == [expert.plan(s) for s in items]
+    first = items[followed.index(False)]
+    chat = user_turn(first, system=True)
+    reply = expert.reply(chat).text
+    assert reply == f"<code>\n```python\n{crop_code(first.metadata['region'])}\n```\n"
+    assert expert.reply([*chat, after(reply, 1)]).text == "<answer>" + first.answer
+    for kind in ("keyed", "told", "marked"):
+        s = generate(0, 1, kind)
+        assert ScriptedDemoExpert([s], hint_followed=0.0).plan(s) == keys_crops(s)
+    assert all(ScriptedDemoExpert(items).plan(s) == keys_crops(s) for s in items)
+
+
 @pytest.fixture(scope="module")
 def expert_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The scripted expert over HTTP, in tool mode, on the mix, on `told` (half red keys) and on

@@ -187,9 +187,10 @@ def test_pass_at_k_counts_an_item_with_one_right_rollout(runs, tmp_path: Path) -
     mixed = sampled_run(mixed_run(runs["keyed"], runs["clean"], tmp_path / "mixed"))
     # episode 0: right on items 0, 1, 2, key first on 0, 4; episode 1: the designed path
     assert mixed == SampledRun(
-        rollouts=10, right=8, items=5, items_passed=5, key_first=7, items_mixed=2
+        rollouts=10, right=8, items=5, items_passed=5, key_first=7, items_mixed=2, items_split=3
     )
     assert mixed.mixed == 0.4  # items 3 and 4: one right and one wrong rollout
+    assert mixed.split == 0.6  # items 1, 2 and 3: one rollout crops the key first, one not
     assert (mixed.success, mixed.pass_at_k, mixed.p_key_first) == (0.8, 1.0, 0.7)
 
 
@@ -197,6 +198,7 @@ def test_hgce_premises_from_the_two_sampled_runs(runs: dict[str, Path]) -> None:
     p = hgce_premises(runs["keyed"], runs["hinted"])
     measured = (p.p_key_first, p.pass_at_8, p.unhinted_success, p.hinted_success)
     assert measured == (0.4, 0.6, 0.6, 1.0)
+    assert (p.hinted_mixed, p.hinted_split) == (0.0, 0.0)  # every hinted rollout: key, right
     clean = hgce_premises(runs["hinted"], runs["hinted"])
     assert (clean.p_key_first, clean.pass_at_8, clean.unhinted_success) == (1.0, 1.0, 1.0)
 

@@ -34,6 +34,7 @@ HGCE_GATES = {
     "hinted_success": 0.6,
     "unhinted_success": 0.1,
     "hinted_mixed": 0.8,
+    "hinted_split": 0.7,
 }
 REVUE_GATES = {
     "a0_red": 0.2,

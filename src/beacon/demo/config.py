@@ -35,6 +35,13 @@ class DemoData(StrictModel):
         description="synth_keys `keyed` items with the hint (teach following it; 300 made hinted "
         "groups all right, 0.98 per rollout, and so gradient-free: gate G-H4)",
     )
+    hint_followed: float = Field(
+        1.0,
+        ge=0.0,
+        le=1.0,
+        description="share of the hinted keyed items on which the expert follows the hint (crops "
+        "the key first); on the others it crops the target cell at once (beacon.demo.expert)",
+    )
     keyed_unhinted_items: int = Field(
         30,
         ge=0,

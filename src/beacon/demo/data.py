@@ -123,7 +123,9 @@ def _build_sft_data(cfg: DemoConfig, root: Path, progress: bool) -> dict[str, in
     easy_ids = [s.id for s in train if s.metadata["difficulty"] == "easy"][: d.text_items]
     keys = keys_items(cfg)
     every = [*train, *hinted, *(s for items in keys.values() for s in items)]
-    expert = ScriptedDemoExpert(every, tool_bias=d.tool_bias, seed=d.train_seed)
+    expert = ScriptedDemoExpert(
+        every, tool_bias=d.tool_bias, seed=d.train_seed, hint_followed=d.hint_followed
+    )
     server = run_app_in_thread(create_scripted_app(expert, model_name=MODEL_NAME))
     try:
         engine = EngineConfig(

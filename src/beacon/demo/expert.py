@@ -22,6 +22,12 @@ as the question writes them; after the observation it answers `<answer>d</answer
 - `marked`: crop the framed cell's box, then answer;
 - `keyed` / `told`: crop the key's box; write the key as read, `Key: 3.` (a red key:
   `Key: 3 red.`) and crop the cell it names (a red key counts from the end: cell 6); answer.
+  On a hinted `keyed` item it follows the hint (crops the key first) for a share
+  `hint_followed` of the items, drawn per item; on the others it crops the target's cell at
+  once, as on a `marked` item. A model cannot tell that cell from the full view, so a share
+  below 1 gives a cold start that, with the hint, crops the key only some of the time: a
+  hinted group then holds rollouts that took the decisive step and rollouts that did not,
+  the contrast HGCE's update at that step needs (docs/demo.md, "HGCE's premises").
 
 Every crop is one of the grid's 9 fixed boxes. Notool mode answers directly.
 """
@@ -71,8 +77,14 @@ def crop_box(sample: Sample) -> list[int]:
 class ScriptedDemoExpert:
     """Knows the ground truth of the `synth_demo` and `synth_keys` samples it is given."""
 
-    def __init__(self, samples: Iterable[Sample], tool_bias: float = 0.6, seed: int = 0) -> None:
-        self.tool_bias, self.seed = tool_bias, seed
+    def __init__(
+        self,
+        samples: Iterable[Sample],
+        tool_bias: float = 0.6,
+        seed: int = 0,
+        hint_followed: float = 1.0,
+    ) -> None:
+        self.tool_bias, self.seed, self.hint_followed = tool_bias, seed, hint_followed
         self.items = {image_key(s.images[0]): s for s in samples}
         self._by_url: dict[bytes, Sample] = {}  # SHA-256 of a data URL seen -> its item
 
@@ -95,6 +107,14 @@ class ScriptedDemoExpert:
         draw = random.Random(f"demo-expert:{self.seed}:{sample.benchmark}:{sample.id}").random()
         return draw < self.tool_bias
 
+    def plan(self, sample: Sample) -> list[list[int]]:
+        """The boxes this expert crops on a `synth_keys` item, in order (module docstring)."""
+        if sample.metadata.get("hinted") and sample.metadata["kind"] == "keyed":
+            draw = random.Random(f"demo-expert-hint:{self.seed}:{sample.id}").random()
+            if draw >= self.hint_followed:
+                return [sample.metadata["region"]]
+        return keys_crops(sample)
+
     def reply(self, messages: list[dict[str, Any]]) -> ChatReply:
         sample = self.identify(messages)
         tools = messages[0].get("role") == "system"
@@ -103,7 +123,7 @@ class ScriptedDemoExpert:
         observed = in_progress and any(THYME.observation_open in t for t in message_texts(last))
         if "kind" in sample.metadata:  # a synth_keys item
             seen = sum(t.count(THYME.observation_open) for t in message_texts(last))
-            return keys_turn(sample, seen if in_progress else 0, tools)
+            return keys_turn(sample, self.plan(sample), seen if in_progress else 0, tools)
         if not tools or observed or not self.crops(sample):
             return ChatReply("<answer>" + sample.answer, ANSWER_CLOSE)
         code = crop_code(crop_box(sample))
@@ -123,10 +143,10 @@ def key_note(sample: Sample) -> str:
     return f"{KEY_NOTE}{meta['key']}{RED_NOTE if meta['colour'] == 'red' else '.'}"
 
 
-def keys_turn(sample: Sample, observed: int, tools: bool) -> ChatReply:
-    """The expert's turn on a `synth_keys` item after `observed` crops: the next crop (after the
-    key's, with the key note before it), or the answer once every crop is seen."""
-    plan = keys_crops(sample)
+def keys_turn(sample: Sample, plan: list[list[int]], observed: int, tools: bool) -> ChatReply:
+    """The expert's turn on a `synth_keys` item after `observed` crops of its `plan`: the next
+    crop (after the key's, with the key note before it), or the answer once every crop is
+    seen."""
     if not tools or observed >= len(plan):
         return ChatReply("<answer>" + sample.answer, ANSWER_CLOSE)
     note = key_note(sample) if observed == 1 else ""

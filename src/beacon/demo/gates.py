@@ -27,12 +27,16 @@ MIN_HINTED_SUCCESS = 0.5
 """G-H3 (§2.7): hinted `keyed` per-rollout success at least this (not luck: `search` is 0.11)."""
 MIN_HINTED_LIFT = 3.0
 """G-H3 (§2.7): hinted per-rollout success at least this many times the unhinted one."""
-MIN_HINTED_MIXED = 0.5
-"""G-H4: of the hinted `keyed` items (8 rollouts each), the share whose rollouts are neither all
-right nor all wrong, at least this. A hinted group trains with group-relative advantages
-(beacon.md §4), so one whose rollouts all succeed carries no gradient: a hint that makes every
-rollout right rescues groups that teach nothing. Added after the first full demo: its hint was
-followed 0.98 of the time and 17 of its 20 rescued groups were all right."""
+MIN_HINTED_SPLIT = 0.5
+"""G-H4: of the hinted `keyed` items (8 rollouts each), the share whose rollouts split on the
+decisive step (some crop the key first, some do not), at least this. A hinted group trains with
+group-relative advantages, which sum to 0 over the group (beacon.md §4); a step that every
+rollout took from the same prefix (the first crop) therefore gets no net push, whatever the
+outcomes: only a group in which rollouts that took the key and rollouts that did not got
+different rewards moves P(key first | no hint). Mixed outcomes alone are not enough (a group
+that always takes the key and sometimes misreads pushes the reading, not the step). Added after
+the first two full demos: the cold start followed the hint 0.98-0.99 of the time, so most
+hinted groups were all right and the rest split on reading only."""
 MAX_RED_A0 = 0.4
 """G-R1 (§2.7, §3.1): the teacher's decisive-token probe on red `told` rollouts without the
 reflection, a0, at most this (the teacher errs there)."""
@@ -55,7 +59,7 @@ GATE_PREMISES = {
     "G-H1": "unhinted `keyed`: sampled P(key-first) p0",
     "G-H2": "unhinted `keyed` pass@8 on RL items",
     "G-H3": "`keyed` per-rollout success, hinted vs unhinted",
-    "G-H4": "hinted `keyed` groups of 8 with mixed outcomes (a group-relative signal)",
+    "G-H4": "hinted `keyed` groups of 8 split on the first crop (key or not): a push on that step",
     "G-R1": "teacher's decisive-token probe on red `told`: without (a0) / with (aR) reflection",
     "G-R2": "teacher's greedy held-out accuracy on plain-key `told`, without reflection",
     "G-R3": "grounding: with the reflection, the teacher still answers the cropped digit",
@@ -87,8 +91,10 @@ class HgcePremises:
     unhinted_success: float | None
     """Unhinted `keyed`: per-rollout success, sampled (G-H3)."""
     hinted_mixed: float | None = None
-    """Hinted `keyed`: share of items whose 8 rollouts are neither all right nor all wrong
-    (G-H4)."""
+    """Hinted `keyed`: share of items whose 8 rollouts are neither all right nor all wrong."""
+    hinted_split: float | None = None
+    """Hinted `keyed`: share of items whose 8 rollouts split on the first crop, some the key
+    and some not (G-H4)."""
 
 
 @dataclass(frozen=True)
@@ -153,9 +159,9 @@ def hgce_gates(p: HgcePremises) -> list[Gate]:
         ),
         Gate(
             "G-H4",
-            values_text(mixed=p.hinted_mixed),
-            f"mixed ≥ {MIN_HINTED_MIXED:.2f}",
-            measured(p.hinted_mixed) and p.hinted_mixed >= MIN_HINTED_MIXED - EPS,
+            values_text(split=p.hinted_split, mixed=p.hinted_mixed),
+            f"split ≥ {MIN_HINTED_SPLIT:.2f}",
+            measured(p.hinted_split) and p.hinted_split >= MIN_HINTED_SPLIT - EPS,
         ),
     ]
 

@@ -91,6 +91,8 @@ class SampledRun:
     key_first: int
     items_mixed: int = 0
     """Items with both right and wrong rollouts."""
+    items_split: int = 0
+    """Items with rollouts whose first crop is the key and rollouts whose first crop is not."""
 
     @property
     def success(self) -> float | None:
@@ -105,23 +107,31 @@ class SampledRun:
         return self.items_mixed / self.items if self.items else None
 
     @property
+    def split(self) -> float | None:
+        return self.items_split / self.items if self.items else None
+
+    @property
     def p_key_first(self) -> float | None:
         return self.key_first / self.rollouts if self.rollouts else None
 
 
 def sampled_run(run: Path, kind: str = "keyed") -> SampledRun:
     """Count a tool-mode eval run of `kind` items (several samples per item)."""
-    right, first, outcomes = 0, 0, {}
+    right, first = 0, 0
+    outcomes: dict[tuple, set[bool]] = {}
+    decisions: dict[tuple, set[bool]] = {}
     episodes = list(run_trajectories(run))
     for done in episodes:
-        ok = bool(done.record["correct"])
+        ok, took_key = bool(done.record["correct"]), key_first(done.trajectory, kind)
         right += ok
-        first += key_first(done.trajectory, kind)
+        first += took_key
         item = (done.record["benchmark"], done.trajectory.sample_id)
         outcomes.setdefault(item, set()).add(ok)
+        decisions.setdefault(item, set()).add(took_key)
     passed = sum(True in seen for seen in outcomes.values())
     mixed = sum(len(seen) == 2 for seen in outcomes.values())
-    return SampledRun(len(episodes), right, len(outcomes), passed, first, mixed)
+    split = sum(len(seen) == 2 for seen in decisions.values())
+    return SampledRun(len(episodes), right, len(outcomes), passed, first, mixed, split)
 
 
 def hgce_premises(unhinted: Path, hinted: Path) -> HgcePremises:
@@ -133,6 +143,7 @@ def hgce_premises(unhinted: Path, hinted: Path) -> HgcePremises:
         hinted_success=helped.success,
         unhinted_success=plain.success,
         hinted_mixed=helped.mixed,
+        hinted_split=helped.split,
     )
 
 

@@ -152,3 +152,27 @@ def test_importance_ratio_is_one_off_mask() -> None:
 def test_aggregate_rejects_unknown_mode() -> None:
     with pytest.raises(ValueError, match="aggregation"):
         aggregate(torch.zeros(1, 1), torch.ones(1, 1), "sum")
+
+
+@pytest.mark.parametrize("aggregation", ["sequence_mean", "token_mean"])
+def test_a_first_step_every_rollout_shares_gets_no_net_push(aggregation: str) -> None:
+    """Why the demo's HGCE gate G-H4 counts split groups, not mixed outcomes: with group-relative
+    advantages (sum 0), the loss's gradient on a first token every rollout of the group sampled
+    from the same prefix is 0 whatever the rewards (equal lengths); when the group splits on it,
+    the rollouts that took the rewarded step push it up."""
+    from beacon.train.grpo.group_scoring import group_advantages
+
+    def first_step_grad(choices: list[int], rewards: list[float]) -> torch.Tensor:
+        theta = torch.zeros(2, requires_grad=True)  # logits of the first step: key (0) or cell (1)
+        first = torch.log_softmax(theta, 0)[torch.tensor(choices)]
+        rest = torch.full((len(choices), 3), -0.5)
+        logp = torch.cat([first.unsqueeze(1), rest], dim=1)
+        adv = group_advantages(torch.tensor(rewards), torch.zeros(len(choices), dtype=torch.long))
+        mask = torch.ones_like(logp)
+        grpo_loss(logp, logp.detach(), adv, mask, aggregation=aggregation).loss.backward()
+        return theta.grad
+
+    shared = first_step_grad([0, 0, 0, 0], [1.0, 1.0, 0.0, 1.0])  # mixed outcomes, no split
+    assert torch.allclose(shared, torch.zeros(2), atol=1e-7)
+    split = first_step_grad([0, 0, 1, 1], [1.0, 1.0, 0.0, 0.0])  # key first and right
+    assert split[0] < 0 < split[1]  # descent raises the key's logit
