@@ -3,10 +3,11 @@
 After cropping a `told` key, the demo's models write `Key: k.` (grey) or `Key: k red.` (red), so
 the token after the digit is where the key's colour shows, if the model sees it. This reads the
 held-out `told` evaluations of a finished `beacon demo` folder (`eval/told-teacher`,
-`eval/told-student`; greedy episodes with the engine's log-probs) and prints, per model and key
-colour, the mean probability of "." at that token and how often " red." was written. Equal
-probabilities on red and grey keys mean the colour is not seen: the note is the same guess
-either way.
+`eval/told-student`; greedy episodes with the engine's log-probs of the tokens written) and
+prints, per model and key colour, how often " red." was written and P("."): the written
+token's probability where "." was written, one minus it where " red" was (the two notes the
+models write; other tokens there are counted as neither). Equal values on red and grey keys
+mean the colour is not seen: the note is the same guess either way.
 
     python benchmarks/demo2_colour_note.py runs/demo
 """
@@ -33,9 +34,10 @@ def colour_note(run: Path) -> dict[str, tuple[float, float, int]]:
         for segment in done.trajectory.segments:
             if segment.role == "generated" and segment.text.startswith(KEY_NOTE):
                 if segment.logprobs and len(segment.logprobs) > NOTE_END:
-                    p_dot = math.exp(segment.logprobs[NOTE_END])
+                    p_written = math.exp(segment.logprobs[NOTE_END])
+                    red = RED_NOTE in segment.text
                     colour = "red" if red_key(done.record) else "grey"
-                    seen[colour].append((p_dot, RED_NOTE in segment.text))
+                    seen[colour].append((1.0 - p_written if red else p_written, red))
                 break
     return {
         colour: (sum(p for p, _ in v) / len(v), sum(r for _, r in v) / len(v), len(v))

@@ -15,11 +15,13 @@ and evaluations came out identical. The pool starts processes by "spawn": a scri
 
 from __future__ import annotations
 
+import ctypes
+import gc
 import json
 import logging
 import shutil
 from collections.abc import Callable
-from contextlib import ExitStack
+from contextlib import ExitStack, suppress
 from functools import partial
 from pathlib import Path
 
@@ -101,11 +103,22 @@ def run_demo_stages(cfg: DemoConfig, stages: list[Stage], log: Callable[[str], N
     def record(stage: Stage, _result: object, seconds: float) -> None:
         timings[stage.name] = round(seconds, 1)
         write_atomic(path, json.dumps(timings, indent=2) + "\n")
+        return_freed_memory()
 
     settings = cfg.model_copy(update={"progress": False}).model_dump()
     pool = Pool(cfg.jobs, partial(run_job, settings), partial(start_worker, cfg.threads))
     with render_once():
         run_stages(stages, log, on_done=record, pool=pool)
+
+
+def return_freed_memory() -> None:
+    """Hand the memory a finished stage freed back to the system. glibc's malloc keeps freed
+    heap for reuse: after the data stage (its 4,200 rendered training items dropped) the demo's
+    process still held 5.9 GB for the rest of the run. `malloc_trim(0)` returns it (600 items
+    rendered and dropped: 398 MB held, 62 MB after the trim). A no-op off glibc."""
+    gc.collect()
+    with suppress(OSError, AttributeError):  # not glibc (macOS, musl): nothing to trim this way
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 def quiet_libraries() -> None:
@@ -147,4 +160,5 @@ def run_job(settings: dict, job: str) -> dict[str, float]:
 
     stages = [stage for stage in DemoStages(cfg).stages() if stage.job == job]
     run_stages(stages, log=lambda _line: None, on_done=record)
+    return_freed_memory()  # this process runs the stretch's next job
     return took
