@@ -245,6 +245,7 @@ def test_a_full_folder_gives_rules_premises_seed_tables_and_both_verdicts(tmp_pa
     assert "not run" not in text.split("### 4.3")[1].split("Mechanism")[0]
     assert "| HGCE | 1 | 8 | 0.25 | 4 | -0.100 |" in text  # hinted groups, success, rescues
     assert "| accuracy-only | 0 | 0.14 | 0.39 | 0.64 | 0.89 |" in text  # decision-rate windows
+    assert "| steps 21-30 | steps 31-40 |" in text  # the last window ends at the last step
     assert "| ReVuE | told | 3 | 3 | 0 | 0 | 0 |" in text  # 3 seeds, one exchange each
     assert "| ReVuE | 0.40 | 0.30 | 54/72 | 9/72 | 9/72 |" in text
     assert points(lines, "vanilla OPD") == ["0.50", "0.00", "1.00"]  # `told`, red, plain

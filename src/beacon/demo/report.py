@@ -568,6 +568,7 @@ def keys_knobs(cfg: DemoConfig) -> dict[str, object]:
     return {
         "unhinted `keyed` SFT rows (N_u)": f"{d.keyed_unhinted_items} of "
         f"{d.keyed_unhinted_items + d.keyed_hinted_items}",
+        "hinted `keyed` SFT rows that crop the key first": f"{d.hint_followed:.0%}",
         "`marked` SFT rows": d.marked_items,
         "`told` SFT rows": f"{d.told_items} (half red; a red key noted, then mapped as grey)",
         "teacher's `told` rows, plain / conditioned / wrong-path": f"{plan.plain} "

@@ -416,7 +416,8 @@ class KeysReport:
         }
         last = max((int(r.get("step", 0)) for log in logs.values() for r in log), default=0)
         windows = range(math.ceil(last / WINDOW))
-        header = ["arm", "seed", *(f"steps {w * WINDOW + 1}-{(w + 1) * WINDOW}" for w in windows)]
+        spans = (f"steps {w * WINDOW + 1}-{min((w + 1) * WINDOW, last)}" for w in windows)
+        header = ["arm", "seed", *spans]
         rows = [
             [LABELS.get(arm, arm), str(seed), *(num(self.window_rate(log, w)) for w in windows)]
             for (arm, seed), log in logs.items()
