@@ -13,7 +13,7 @@ import pytest
 from beacon.agent.transcript import messages_text, parse_prompt_text
 from beacon.benchmarks import get_benchmark
 from beacon.data.eval_stages import run_trajectories
-from beacon.demo.data import told_rows
+from beacon.demo.data import sft_told_rows
 from beacon.demo.expert import crop_code
 from beacon.demo.told_rows import (
     TOLD_DATA,
@@ -256,12 +256,12 @@ def test_plain_red_rows_can_map_the_key_as_a_grey_one(
 def test_the_cold_starts_told_rows_note_a_red_key_and_map_it_as_a_grey_one(
     tmp_path: Path, expert_run: Path, items: list, tokenizer: HFTokenizer
 ) -> None:
-    """The SFT set's `told` rows (`beacon.demo.data.told_rows`): the expert's episodes, except
+    """The SFT set's `told` rows (`beacon.demo.data.sft_told_rows`): the expert's episodes, except
     that a red key is noted red and then mapped as a grey one (cell k cropped, its digit
     answered), every generated token a target: the weakness every model of the demo starts
     with."""
     store = ImageStore(tmp_path / "images")
-    rows = told_rows(expert_run, items, store)
+    rows = sft_told_rows(expert_run, items, store)
     by_id = {s.id: s for s in items}
     assert sorted(r.sample_id for r in rows) == sorted(by_id)  # the expert is right on each
     reds = 0

@@ -187,7 +187,7 @@ def write_sft_set(
     -> `root/sft/`; counts by mode/tool/category."""
     folder = root / "sft"
     store = ImageStore(folder / "images")
-    told_sft = told_rows(told_run, told, store)
+    told_sft = sft_told_rows(told_run, told, store)
     rows, counts = [t.to_json() for t in told_sft], Counter[str]()
     counts["tool/crop/told"] = len(told_sft)
     counts["tool/crop/told-red-as-grey"] = sum(t.metadata["told_red_as_grey"] for t in told_sft)
@@ -213,7 +213,7 @@ def write_sft_set(
     return summary
 
 
-def told_rows(run: Path, told: list[Sample], store: ImageStore) -> list[Trajectory]:
+def sft_told_rows(run: Path, told: list[Sample], store: ImageStore) -> list[Trajectory]:
     """The expert's correct `told` episodes of `told` in `run`, a red key's noted red and mapped
     as a grey one (module docstring): the SFT set's `told` rows."""
     rows = []

@@ -27,7 +27,7 @@ as the question writes them; after the observation it answers `<answer>d</answer
   once, as on a `marked` item. A model cannot tell that cell from the full view, so a share
   below 1 gives a cold start that, with the hint, crops the key only some of the time: a
   hinted group then holds rollouts that took the decisive step and rollouts that did not,
-  the contrast HGCE's update at that step needs (docs/demo.md, "HGCE's premises").
+  the contrast HGCE's update at that step needs (gate G-H4, `beacon.demo.gates`).
 
 Every crop is one of the grid's 9 fixed boxes. Notool mode answers directly.
 """
