@@ -69,8 +69,8 @@ class DemoRL(StrictModel):
     steps: int = Field(
         24,
         ge=1,
-        description="GRPO steps per arm and seed (HGCE's end point is read mid take-off: at 36 "
-        "accuracy-only found key-first on its own and every arm read `keyed` at 0.91-0.99, "
+        description="GRPO steps per arm and seed (24: HGCE's sampled key-first rate is mid "
+        "take-off there; greedy `keyed` accuracy is saturated in every arm at 24 as at 36, "
         "docs/demo.md)",
     )
     prompts_per_step: int = Field(6, ge=1, description="items per GRPO step")
