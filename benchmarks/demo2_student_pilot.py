@@ -24,23 +24,24 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
+import shutil
 from collections import Counter
 from pathlib import Path
 
 from beacon.benchmarks.synth_demo import render_once
-from beacon.data.eval_stages import run_trajectories
 from beacon.data.records import SFT_FILE
 from beacon.demo.pipeline import DemoStages, final_checkpoint
-from beacon.demo.premises import measure_teacher_probe, red_key
+from beacon.demo.premises import REVUE_FILE, accuracy, measure_teacher_probe, plain_key, red_key
 from beacon.jsonl import read_jsonl, write_jsonl_atomic
+from beacon.runfolder import CRITIC_LOG
 from demo2_colour_note import colour_note
 from demo2_teacher_pilot import demo_config
 
 SFT_SET = "sft"
-CRITIC_LOG = "critic.jsonl"
 
 
-def told_rows(root: Path, repeat: int) -> list[str]:
+def sft_folders(root: Path, repeat: int) -> list[str]:
     """The SFT data folders of a student whose `told` rows appear `repeat` times."""
     if repeat == 1:
         return [SFT_SET]
@@ -52,23 +53,14 @@ def told_rows(root: Path, repeat: int) -> list[str]:
     return [SFT_SET, folder]
 
 
-def told_accuracy(run: Path) -> dict[str, float]:
-    """Greedy `told` accuracy of an eval run, by key colour."""
-    right: dict[str, list[bool]] = {"grey": [], "red": []}
-    for done in run_trajectories(run):
-        right["red" if red_key(done.record) else "grey"].append(bool(done.record["correct"]))
-    return {colour: sum(v) / len(v) for colour, v in right.items() if v}
-
-
 def red_errors(probe_dir: Path) -> Counter[str]:
     """The scripted critic's diagnoses of the probe's wrong red-key rollouts."""
     kinds: Counter[str] = Counter()
     for row in read_jsonl(probe_dir / CRITIC_LOG):
         response = row.get("response")
         answer = json.loads(response) if isinstance(response, str) else response
-        if not isinstance(answer, dict) or '"colour": "red"' not in json.dumps(
-            answer.get("reading", {})
-        ).replace('\\"', '"'):
+        fact = answer.get("reading", {}).get("visual_fact", "") if isinstance(answer, dict) else ""
+        if '"colour": "red"' not in fact:  # the critic's facts: `the image shows {...}`
             continue
         for diagnosis in answer.get("rollout_diagnoses", []):
             if diagnosis.get("stage") != "CORRECT":
@@ -96,21 +88,15 @@ def pilot(stages: DemoStages, steps: int, repeat: int) -> dict:
         return json.loads(record.read_text())
     run_dir, name = out / "sft", f"pilot-student-{steps}x{repeat}"
     with render_once():
-        stages.sft(run_dir, root / "student-init", steps, told_rows(root, repeat))
+        stages.sft(run_dir, root / "student-init", steps, sft_folders(root, repeat))
         student = final_checkpoint(run_dir, steps)
         stages.told(name, student)
+        shutil.rmtree(out / "probe", ignore_errors=True)  # its critic log is read: one probe's
         cfg = stages.opd_config("revue", 0, out / "probe")
         cfg = cfg.model_copy(update={"model": cfg.model.model_copy(update={"path": str(student)})})
         probe = measure_teacher_probe(cfg, stages.cfg.revue.probe_items)
-    notes = colour_note(stages.eval_dir(f"told-{name}"))
-    result = {
-        "red_noted": {colour: v[1] for colour, v in notes.items()},
-        "told": told_accuracy(stages.eval_dir(f"told-{name}")),
-        "a0_red": probe.a0_red,
-        "ar_red": probe.ar_red,
-        "probe_line": probe.probe_line,
-        "red_errors": dict(red_errors(out / "probe")),
-    }
+    values = {"a0_red": probe.a0_red, "ar_red": probe.ar_red, "probe_line": probe.probe_line}
+    result = measured(stages.eval_dir(f"told-{name}"), out / "probe", values)
     out.mkdir(parents=True, exist_ok=True)
     record.write_text(json.dumps(result, indent=2) + "\n")
     return result
@@ -118,15 +104,20 @@ def pilot(stages: DemoStages, steps: int, repeat: int) -> dict:
 
 def demo_student(stages: DemoStages) -> dict:
     """The demo's own student, read from its folder."""
-    gates = json.loads((stages.gates_dir() / "revue.json").read_text())
-    notes = colour_note(stages.eval_dir("told-student"))
+    gates = json.loads((stages.gates_dir() / REVUE_FILE).read_text())
+    values = {key: gates.get(key) for key in ("a0_red", "ar_red", "probe_line")}
+    return measured(stages.eval_dir("told-student"), stages.gates_dir() / "revue-probe", values)
+
+
+def measured(told_run: Path, probe_dir: Path, probe: dict) -> dict:
+    """One student's row: colour notes and accuracy by key colour on its held-out `told` run,
+    the probe's values (`probe`) and the critic's diagnoses in `probe_dir`."""
+    notes = colour_note(told_run)
     return {
         "red_noted": {colour: v[1] for colour, v in notes.items()},
-        "told": told_accuracy(stages.eval_dir("told-student")),
-        "a0_red": gates.get("a0_red"),
-        "ar_red": gates.get("ar_red"),
-        "probe_line": gates.get("probe_line", ""),
-        "red_errors": dict(red_errors(stages.gates_dir() / "revue-probe")),
+        "told": {"grey": accuracy(told_run, plain_key), "red": accuracy(told_run, red_key)},
+        **probe,
+        "red_errors": dict(red_errors(probe_dir)),
     }
 
 
@@ -141,10 +132,17 @@ def main() -> None:
     parser.add_argument("--recipes", default="1000,500x3", help="STEPS or STEPSxREPEAT, ...")
     args = parser.parse_args()
     root = args.demo.resolve()
+    needed = [root / "gates" / REVUE_FILE, root / "eval" / "told-student", root / "student-init"]
+    missing = [str(path) for path in needed if not path.exists()]
+    if missing:
+        parser.error(f"not a finished demo folder, {', '.join(missing)} missing: run beacon demo")
+    recipes = [r for r in args.recipes.split(",") if r]
+    if not all(re.fullmatch(r"[1-9]\d*(x[1-9]\d*)?", r) for r in recipes):
+        parser.error(f"--recipes {args.recipes!r}: give STEPS or STEPSxREPEAT, e.g. 1000,500x3")
     cfg = demo_config(root).model_copy(update={"out": str(root), "progress": False})
     stages = DemoStages(cfg)
     rows = [(f"the demo's ({cfg.revue.student_sft_steps} steps)", demo_student(stages))]
-    for recipe in [r for r in args.recipes.split(",") if r]:
+    for recipe in recipes:
         steps, _, repeat = recipe.partition("x")
         times = int(repeat or 1)
         rows.append((f"{steps} steps, told x{times}", pilot(stages, int(steps), times)))
