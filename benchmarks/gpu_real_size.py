@@ -494,10 +494,9 @@ one GPU of 80 GB for the rest; every one with gradient checkpointing and bf16.""
 
 
 def memory_plans(folder: Path) -> None:
-    """`beacon.train.core.memory_plan` for each of `PLANS`: the plan `beacon train ... --dry-run`
+    """`beacon.train.core.memory` for each of `PLANS`: the plan `beacon train ... --dry-run`
     prints for that config and launch, and what would make a plan that does not fit fit."""
-    from beacon.train.core.memory_check import plan_for, remedies_that_fit
-    from beacon.train.core.memory_plan import Launch, render
+    from beacon.train.core.memory import Launch, plan_for, remedies_that_fit, render
     from beacon.train.grpo.config import GRPOConfig
     from beacon.train.opd.config import OPDConfig
     from beacon.train.sft.config import SFTConfig

@@ -1,4 +1,4 @@
-"""The memory plan (`beacon.train.core.memory_plan`) against what a training step holds, on CPU.
+"""The memory plan (`beacon.train.core.memory`) against what a training step holds, on CPU.
 
 Two checks per model, each in a fresh process (its memory is its own):
 
@@ -145,7 +145,7 @@ def predicted(path: str, rows: int, length: int, checkpointing: bool) -> dict[st
     """The plan's rows for this model and micro-batch, float32 on one CPU process, every weight
     trained (vision tower included) and no image token in the batch."""
     from beacon.train.core.config import ModelConfig
-    from beacon.train.core.memory_plan import (
+    from beacon.train.core.memory import (
         Launch,
         Workload,
         layer_activation_bytes,

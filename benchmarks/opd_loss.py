@@ -37,8 +37,12 @@ from collections.abc import Callable
 
 import torch
 
-from beacon.train.opd.impact_weights import grouped_weights
-from beacon.train.opd.topk import support_logits, teacher_topk, topk_reverse_kl
+from beacon.train.opd.revue_loss import (
+    grouped_weights,
+    support_logits,
+    teacher_topk,
+    topk_reverse_kl,
+)
 
 MIB = 2**20
 

@@ -17,9 +17,10 @@ Left out: `beacon/sandbox/` and `beacon/engines/` (the internals an episode call
 `beacon/fakes/` (test stand-ins a real run lacks), and every call made from inside them (the path
 does not descend into them); module-level code run by an import and the import system's hooks
 (imports are not the step). The models are built, and the tiny configs set to one step, before
-counting starts; OPD's teacher check (a pre-flight, not a step) is off, as in the tests. GRPO's tiny
-model samples through `beacon.fakes.logits.synth_choices` (as tests/train/test_grpo.py does), so
-groups keep responses and the update is a real one.
+counting starts. OPD's teacher check runs, as it does by default before step 1 (set to warn: a
+random tiny teacher is no better than its student). GRPO's tiny model samples through
+`beacon.fakes.logits.synth_choices` (as tests/train/test_grpo.py does), so groups keep responses
+and the update is a real one.
 
 The reader's view (`StepPath.reader_view`) counts the same run without the episode, the ground
 floor and the in-process servers: the rooms a reader of the trainer walks through. The step alone
@@ -55,15 +56,18 @@ START = "run_step"
 STOP = "optimizer_step"
 """The loop's function around `optimizer.step()`: counting ends when the first one returns."""
 BEFORE = {"grpo": (56, 50), "opd": (67, 70)}
-"""(files, package switches) of main at 4827083, before the re-foldering (this script)."""
+"""(files, package switches) of main at 4827083, before the re-foldering (this script; OPD with its
+teacher check off then, one file fewer than with it)."""
 BEFORE_READER = {"grpo": (35, 21), "opd": (43, 34)}
 """The reader's view of main at 4827083 (`reader_view`; its servers were `revue/scripted.py` and
 `train/opd/teacher.py` then)."""
-CEILING = {"grpo": (43, 45), "opd": (51, 52)}
-CEILING_READER = {"grpo": (22, 18), "opd": (27, 18)}
-CEILING_STEP = {"grpo": (29, 29), "opd": (35, 32)}
-CEILING_STEP_READER = {"grpo": (15, 14), "opd": (19, 12)}
-"""(files, package switches) after the re-foldering, in the four views (whole path, reader's view,
+CEILING = {"grpo": (38, 42), "opd": (43, 50)}
+CEILING_READER = {"grpo": (18, 17), "opd": (20, 17)}
+CEILING_STEP = {"grpo": (27, 28), "opd": (30, 30)}
+CEILING_STEP_READER = {"grpo": (13, 14), "opd": (14, 11)}
+"""(files, package switches) after the re-foldering and the merges (`beacon.rollout` one module;
+`train/core/memory.py`; the rollout engine in `train/core/setup.py`; OPD's `critic_schema.py`,
+`revue_loss.py`, the conditioning in `score.py`), in the four views (whole path, reader's view,
 the step alone, the step alone in the reader's view): tests/test_step_path.py keeps a step from
 walking through more rooms than this."""
 READER_LEFT_OUT = ("agent", "verify", "benchmarks", ".")
@@ -75,11 +79,12 @@ SERVERS = ("train/opd/scripted_critic.py", "train/opd/teacher_server.py")
 """In-process servers a tiny run starts: the other end of an HTTP call, a separate process in a
 real run (the reader's view leaves them out)."""
 TARGET = (20, 30)
-"""Issue 50's bound for each step: at most 20 files and 30 package switches. Counted with every
-file whose code runs (the ground floor, the agent loop and the verifiers included) no step meets
-it; in the reader's view both steps meet the switches and exceed the files (22 and 27). The step
-alone (from the first `run_step`, without the run's setup) in the reader's view meets both (15
-and 19 files)."""
+"""Issue 50's bound for each step: at most 20 files and 30 package switches. The reader's view
+meets it for both steps, the run's setup included (GRPO 18 files / 17 switches, OPD 20 / 17 with
+its teacher check); it is the view that reproduces the issue's own counts on the code it was
+written against (35 / 43 files here at 4827083, the issue's 38 / 42). Counted with every file
+whose code runs (the ground floor, the agent loop and the verifiers included) no step meets it
+(38 and 43 files)."""
 
 
 def importing(frame: FrameType) -> bool:
@@ -198,7 +203,8 @@ def grpo_step(tmp: Path) -> StepPath:
 
 
 def opd_step(tmp: Path) -> StepPath:
-    """`beacon train opd --config opd_tiny`, one step (tiny models, scripted critic)."""
+    """`beacon train opd --config opd_tiny`, one step after the teacher check (tiny models,
+    scripted critic)."""
     from beacon.engines.tiny import make_tiny_model
     from beacon.train.cli import opd_command
 
@@ -209,7 +215,8 @@ def opd_step(tmp: Path) -> StepPath:
         f"teacher.path={teacher}",
         f"train.output_dir={tmp / 'opd'}",
         "train.max_steps=1",
-        "teacher_check.enabled=false",
+        "teacher_check.on_fail=warn",
+        "teacher_check.on_context_hurts=warn",
     ]
     return trace(command(opd_command, "opd_tiny", sets))
 

@@ -35,3 +35,6 @@ def test_a_training_step_stays_in_few_rooms(
             ceiling = ceilings[name]
             assert files <= ceiling[0] and switches <= ceiling[1], (name, view, files, switches)
         assert path.step_view().files < path.files  # the setup is not the step's
+        reader = path.reader_view()  # issue 50's bound, met in the reader's view
+        assert len(reader.files) <= step_path.TARGET[0], (name, sorted(reader.files))
+        assert len(reader.switches()) <= step_path.TARGET[1], name

@@ -26,7 +26,7 @@ from beacon.images import ImageStore
 from beacon.sandbox.inputs import PIL_INPUT_EXT
 from beacon.sandbox.sandbox import jailed_input_path
 from beacon.train.core.encode import encode_trajectory
-from beacon.train.opd.conditioning import condition_messages, reflection_text
+from beacon.train.opd.score import condition_messages, reflection_text
 from beacon.types import Segment, Trajectory
 
 PATHS = [jailed_input_path(0, PIL_INPUT_EXT)]

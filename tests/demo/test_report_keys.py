@@ -14,7 +14,7 @@ import pytest
 from beacon.benchmarks.synth_keys import LAYOUT, TOLD_QUESTION, grid_box, is_red, outer_cells
 from beacon.demo.premises import key_box
 from beacon.demo.report_keys import keys_sections
-from beacon.rollout.episodes import sample_key
+from beacon.rollout import sample_key
 from beacon.types import ImageCrop, ToolCall, Trajectory
 
 ARMS = ("accuracy", "naar", "hgce", "hgce_uninformative")

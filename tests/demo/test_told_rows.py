@@ -26,7 +26,7 @@ from beacon.demo.told_rows import (
 from beacon.engines.tokenizer import HFTokenizer
 from beacon.images import ImageStore, image_key
 from beacon.train.core.encode import encode_trajectory
-from beacon.train.opd.conditioning import REFLECTION_HEADER, condition_messages, reflection_text
+from beacon.train.opd.score import REFLECTION_HEADER, condition_messages, reflection_text
 from beacon.types import Segment, Trajectory
 
 from .keys_expert_run import keys_expert_run

@@ -124,7 +124,7 @@ def test_auto_keeps_the_fields_where_the_server_takes_them(vllm_like):
 def test_grpo_rollout_servers_refuse_a_server_without_token_ids(hosted, tiny_model_path: Path):
     """Training needs token ids: GRPO's rollout engines send the fields always (on), so a
     hosted API fails every request with the reason instead of training on text."""
-    from beacon.train.core.weight_sync import rollout_engine
+    from beacon.train.core.setup import rollout_engine
     from beacon.train.grpo.config import GRPOConfig
 
     base_url, _ = hosted

@@ -1,7 +1,7 @@
 """The gradients of one SFT, GRPO and OPD step of the tiny model on fixed trajectories, through the
 trainers' own step code (`loop.forward_backward`, `grpo.policy.policy_update`, OPD's
 `SequenceScorer.student_scores` with `loop.accumulate` / `loop.backward`), then one SGD step and
-the weights `weight_sync.trainer_weights` would push.
+the weights `setup.trainer_weights` would push.
 
 Under `torchrun --nproc_per_node 2` the model is FSDP2-sharded over gloo (`fully_shard` of each
 decoder layer, then the root, as accelerate's FSDP2 plugin wraps it) and the processes get
@@ -31,12 +31,11 @@ from beacon.train.core import train_loop as loop
 from beacon.train.core.collate import PixelCache, collate
 from beacon.train.core.config import ModelConfig
 from beacon.train.core.encode import encode_trajectory
-from beacon.train.core.setup import load_model
-from beacon.train.core.weight_sync import trainer_weights
+from beacon.train.core.setup import load_model, trainer_weights
 from beacon.train.grpo.config import LossConfig
 from beacon.train.grpo.policy import StepTotals, policy_rows, policy_update
+from beacon.train.opd.revue_loss import topk_reverse_kl, trajectory_loss
 from beacon.train.opd.score import SequenceScorer, supervised_positions
-from beacon.train.opd.topk import topk_reverse_kl, trajectory_loss
 
 ROWS = 6
 OPD_ROWS = 5  # 3 + 2 over two processes: uneven

@@ -21,7 +21,7 @@ import yaml
 
 from beacon import configs
 from beacon.config import ConfigError, load_config
-from beacon.rollout.groups import RolloutStats
+from beacon.rollout import RolloutStats
 from beacon.train.core.checkpoint import latest_checkpoint
 from beacon.train.core.encode import token_logprobs
 from beacon.train.core.metrics import read_metrics
@@ -95,7 +95,7 @@ def _hints_file(path: Path) -> tuple[Any, Any, Any]:
 
 
 def test_hints_the_pipeline_refused_are_never_shown_and_are_counted(tmp_path: Path) -> None:
-    from beacon.rollout.groups import Group
+    from beacon.rollout import Group
     from beacon.train.grpo.recipe import rescue
     from beacon.types import Trajectory
     from beacon.verify import Verdict

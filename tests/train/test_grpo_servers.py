@@ -121,7 +121,7 @@ def test_logits_processors_are_refused_with_servers() -> None:
     """Served rollouts sample on the servers' engines: a processor factory given to the run
     would do nothing there, so it is refused, naming rollout.servers."""
     from beacon.train.core.config import ServedRolloutConfig
-    from beacon.train.core.weight_sync import rollout_engine
+    from beacon.train.core.setup import rollout_engine
 
     rollout = ServedRolloutConfig(servers=["http://127.0.0.1:9/v1"])
     with pytest.raises(ValueError, match=r"rollout\.servers"):

@@ -16,8 +16,7 @@ from safetensors.torch import load_file
 from beacon.train.core.checkpoint import latest_checkpoint
 from beacon.train.core.config import LoraConfig, ModelConfig
 from beacon.train.core.metrics import read_metrics
-from beacon.train.core.setup import load_model
-from beacon.train.core.weight_sync import rollout_state_dict
+from beacon.train.core.setup import load_model, rollout_state_dict
 from beacon.train.grpo.config import GRPOConfig
 from beacon.train.grpo.recipe import run_grpo
 from beacon.train.sft import SFTConfig, run_sft

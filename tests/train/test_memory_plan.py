@@ -13,9 +13,9 @@ from typer.testing import CliRunner
 
 from beacon.errors import UserError
 from beacon.train.core.config import LoraConfig, ModelConfig
-from beacon.train.core.memory_check import DEVICE_MEMORY_ENV
-from beacon.train.core.memory_plan import (
+from beacon.train.core.memory import (
     CUDA_RESERVE,
+    DEVICE_MEMORY_ENV,
     Launch,
     ModelShape,
     Workload,
@@ -168,7 +168,7 @@ def test_dry_run_prints_the_plan_and_writes_nothing(
 def test_a_run_over_its_device_stops_before_loading_with_what_would_fit(
     tmp_path, tiny_model_path, train_data, monkeypatch
 ):
-    from beacon.train.core.memory_check import current_launch, plan_for
+    from beacon.train.core.memory import current_launch, plan_for
     from beacon.train.sft import SFTConfig, run_sft
 
     cfg = SFTConfig.model_validate(sft_settings(tiny_model_path, train_data, tmp_path / "run"))

@@ -18,8 +18,8 @@ from beacon.engines.tokenizer import HFTokenizer
 from beacon.images import ImageStore
 from beacon.train.core.collate import PixelCache, collate
 from beacon.train.core.encode import encode_trajectory
+from beacon.train.opd.revue_loss import reduce_logits
 from beacon.train.opd.score import SequenceScorer, conditioned_sequence, supervised_positions
-from beacon.train.opd.topk import reduce_logits
 
 
 @pytest.fixture(scope="module")

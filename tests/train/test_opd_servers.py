@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import torch
 
-from beacon.train.core import weight_sync
+from beacon.train.core import setup
 from beacon.train.core.checkpoint import latest_checkpoint
 from beacon.train.core.health import HealthAlarmError
 from beacon.train.core.metrics import read_metrics
@@ -65,15 +65,15 @@ def test_opd_on_two_servers_repeats_in_process_rollouts_and_survives_a_restart(
         # server 2 restarts right after the push that follows step 1: step 2 samples half its
         # episodes from the checkpoint's weights
         pushes = []
-        sync = weight_sync.WeightSync.__call__
+        sync = setup.WeightSync.__call__
 
-        def push_then_restart(self: weight_sync.WeightSync, *args: Any) -> None:
+        def push_then_restart(self: setup.WeightSync, *args: Any) -> None:
             sync(self, *args)
             pushes.append(1)
             if len(pushes) == 2:
                 servers[1].restart()
 
-        monkeypatch.setattr(weight_sync.WeightSync, "__call__", push_then_restart)
+        monkeypatch.setattr(setup.WeightSync, "__call__", push_then_restart)
         restarted = tmp_path / "restarted"
         settings = _served(opd_settings(tiny_model_path, teacher_path, restarted), urls)
         settings["train"]["max_steps"] = 3
@@ -81,7 +81,7 @@ def test_opd_on_two_servers_repeats_in_process_rollouts_and_survives_a_restart(
         with caplog.at_level(logging.WARNING), pytest.raises(HealthAlarmError, match="step 2"):
             run_opd(OPDConfig.model_validate(settings))
         assert latest_checkpoint(restarted).name == "checkpoint-2"
-        monkeypatch.setattr(weight_sync.WeightSync, "__call__", sync)
+        monkeypatch.setattr(setup.WeightSync, "__call__", sync)
         run_opd(OPDConfig.model_validate(settings), resume=True)  # pushes checkpoint-2 to both
     rows = read_metrics(restarted / "metrics.jsonl")
     assert [m["step"] for m in rows] == [1, 2, 3]
@@ -116,7 +116,7 @@ def test_servers_get_one_push_per_step_in_process_engines_one_each(
     """Servers are shared by all processes: the main process pushes, the others wait until it
     is done; each process pushes into its own in-process engine."""
     received: list[dict] = []
-    sync = weight_sync.WeightSync(engine=None, push=received.append, shared=shared)
+    sync = setup.WeightSync(engine=None, push=received.append, shared=shared)
     acc = _Acc(main)
     sync(acc, torch.nn.Linear(2, 2))
     assert len(received) == pushed and acc.calls == calls

@@ -35,7 +35,7 @@ from beacon.engines.tiny import (
 )
 from beacon.sandbox.inputs import PIL_INPUT_EXT
 from beacon.sandbox.sandbox import jailed_input_path
-from beacon.train.opd.conditioning import REFLECTION_HEADER
+from beacon.train.opd.score import REFLECTION_HEADER
 from beacon.train.opd.scripted_critic import GROUNDING, KEYS_REFLECTION_PHRASES
 
 DEMO_MODEL_FILE = "beacon_demo.json"
@@ -73,7 +73,7 @@ REFLECTION_PHRASES = [
     "\nBreak point: none; this attempt's final answer is correct.",
 ]
 """The fixed text of the ReVuE teacher's reflections
-(`beacon.train.opd.conditioning.reflection_text` over the scripted critic's output,
+(`beacon.train.opd.score.reflection_text` over the scripted critic's output,
 `beacon.train.opd.scripted_critic`): most of a reflection-conditioned prompt, ~400 characters,
 would otherwise be one token per character."""
 

@@ -56,7 +56,7 @@ from beacon.report.markdown import format_interval, markdown_table
 from beacon.report.revue_analysis import analyze_run
 from beacon.runfolder import CRITIC_LOG, METRICS_FILE, SUMMARY_FILE
 from beacon.train.grpo.recipe import HGCE_LOG
-from beacon.train.opd.critic_output import STAGES, CriticOutputError, parse_critic_output
+from beacon.train.opd.critic_schema import STAGES, CriticOutputError, parse_critic_output
 from beacon.types import Trajectory
 
 KEYED, MARKED, TOLD = "synth_keys_keyed", "synth_keys_marked", "synth_keys_told"

@@ -1,7 +1,7 @@
 """The demo's ReVuE teacher learns to read a reflection before it teaches with one.
 
 ReVuE's teacher scores the student's rollout with the critic's reflection R_i (and its support
-images) in its prompt (`beacon.train.opd.conditioning`). The paper's teachers are large
+images) in its prompt (`beacon.train.opd.score`). The paper's teachers are large
 instruction-tuned VLMs that can read such text; the demo's 1.3M-parameter teacher never saw any.
 So before OPD the teacher (the best RL run) is fine-tuned on the expert's tool-mode trajectories,
 each twice: as it is, and with the reflection the scripted critic would give a rollout of its
@@ -38,10 +38,9 @@ from beacon.data.records import SFT_FILE, write_training_set
 from beacon.demo.expert import crop_box
 from beacon.images import ImageStore
 from beacon.train.opd.assemble import Anchor, BreakPoint, Reflection
-from beacon.train.opd.conditioning import condition_messages, reflection_text
-from beacon.train.opd.critic_output import Grounding, Reading
+from beacon.train.opd.critic_schema import Grounding, ObservedState, Reading
+from beacon.train.opd.score import condition_messages, reflection_text
 from beacon.train.opd.scripted_critic import GROUNDING, diagnosis, reading
-from beacon.train.opd.states import ObservedState
 from beacon.train.sft import read_trajectories
 from beacon.types import Sample, Trajectory
 

@@ -73,7 +73,7 @@ LogitsProcessorLike = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 LogitsProcessorFactory = Callable[[HFTokenizer], Sequence[LogitsProcessorLike]]
 """Builds an engine's logits processors from its tokenizer, for code that builds the engine
-inside (`train.core.weight_sync.rollout_engine`, `run_grpo`, `run_opd`): a processor that steers
+inside (`train.core.setup.rollout_engine`, `run_grpo`, `run_opd`): a processor that steers
 toward given text needs the token ids of that text. Tests pass one (`beacon.fakes.logits`)."""
 
 PIXEL_BUDGET = 256 << 20

@@ -1,7 +1,7 @@
 """`beacon train sft|grpo|opd|rft --config NAME|FILE [--set key=value ...] [--resume]
 [--no-progress] [--show-config] [--dry-run]`.
 
-Every trainer prints its memory plan first (`beacon.train.core.memory_check`); `--dry-run` prints
+Every trainer prints its memory plan first (`beacon.train.core.memory`); `--dry-run` prints
 only the plan, for the launch given by `--processes` / `--sharding` (default: this one).
 
 Launch on many processes through accelerate, e.g. ``beacon configs cp fsdp . && accelerate
@@ -23,8 +23,7 @@ from beacon.data.records import StageSummary
 from beacon.engines.serve_guard import exposure_warning
 from beacon.errors import UserError
 from beacon.eval.runner import InfrastructureErrors
-from beacon.train.core.memory_check import DEVICE_MEMORY_ENV, check_plan, current_launch
-from beacon.train.core.memory_plan import SHARDINGS
+from beacon.train.core.memory import DEVICE_MEMORY_ENV, SHARDINGS, check_plan, current_launch
 
 app = typer.Typer(
     help="Train a model: cold-start SFT, GRPO with NAAR and HGCE, OPD (ReVuE), RFT.",

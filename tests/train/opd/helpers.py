@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from beacon.benchmarks.base import Benchmark
 from beacon.rollout import score
-from beacon.train.opd.critic_output import (
+from beacon.train.opd.critic_schema import (
     CriticOutput,
     Diagnosis,
     Grounding,

@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from beacon.train.opd.assemble import anchor_cost, check_and_assemble
-from beacon.train.opd.states import observed_states
+from beacon.train.opd.critic_schema import observed_states
 
 from .helpers import critic_output, make_trajectory
 

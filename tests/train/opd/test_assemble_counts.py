@@ -11,7 +11,7 @@ from beacon.train.opd.assemble import (
     slot_statuses,
     stage_counts,
 )
-from beacon.train.opd.states import observed_states
+from beacon.train.opd.critic_schema import observed_states
 
 from .helpers import critic_output, make_trajectory
 

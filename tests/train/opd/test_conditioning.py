@@ -5,13 +5,13 @@ from __future__ import annotations
 from PIL import Image
 
 from beacon.train.opd.assemble import check_and_assemble
-from beacon.train.opd.conditioning import (
+from beacon.train.opd.critic_schema import observed_states
+from beacon.train.opd.score import (
     check_alignment,
     check_reencoding,
     condition_messages,
     reflection_text,
 )
-from beacon.train.opd.states import observed_states
 
 from .helpers import critic_output, make_trajectory
 

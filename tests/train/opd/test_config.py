@@ -6,7 +6,7 @@ import pytest
 
 from beacon.config import ConfigError, load_config
 from beacon.train.opd.config import ALPHA_SWEEP, OPDConfig, RevueConfig
-from beacon.train.opd.impact_weights import WEIGHTINGS
+from beacon.train.opd.revue_loss import WEIGHTINGS
 
 from ..opd_helpers import opd_settings
 

@@ -9,14 +9,14 @@ import pytest
 from PIL import Image
 
 from beacon.train.opd.critic import ask_critic, build_critic_request
-from beacon.train.opd.critic_output import (
+from beacon.train.opd.critic_prompts import SYSTEM_PROMPTS
+from beacon.train.opd.critic_schema import (
     CRITIC_SCHEMA,
     RESPONSE_FORMAT,
     CriticOutputError,
+    observed_states,
     parse_critic_output,
 )
-from beacon.train.opd.critic_prompts import SYSTEM_PROMPTS
-from beacon.train.opd.states import observed_states
 
 from .helpers import make_trajectory
 

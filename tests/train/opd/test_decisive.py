@@ -22,7 +22,6 @@ from beacon.fakes.logits import ScriptedTokens
 from beacon.images import ImageStore
 from beacon.train.core.encode import EncodedTrajectory, encode_trajectory
 from beacon.train.opd.assemble import Assembly, BreakPoint, Reflection
-from beacon.train.opd.conditioning import REFLECTION_HEADER
 from beacon.train.opd.decisive import (
     GroundingCase,
     ProbeCase,
@@ -30,9 +29,9 @@ from beacon.train.opd.decisive import (
     grounding_gate,
     sibling_cases,
 )
-from beacon.train.opd.score import first_divergence, supervised_positions
+from beacon.train.opd.revue_loss import TeacherScores, reduce_logits
+from beacon.train.opd.score import REFLECTION_HEADER, first_divergence, supervised_positions
 from beacon.train.opd.step import Distilled, decisive_impact, mechanism_metrics, uniform_high_share
-from beacon.train.opd.topk import TeacherScores, reduce_logits
 
 RED, PLAIN, BARE = (generate(0, j) for j in range(3))
 

@@ -24,8 +24,8 @@ from beacon.engines.serve import run_app_in_thread
 from beacon.jsonl import read_jsonl
 from beacon.train.opd.assemble import check_and_assemble, coverage_counts, slot_statuses
 from beacon.train.opd.critic import ExchangeLog, HttpCritic, ask_critic, build_critic_request
+from beacon.train.opd.critic_schema import ObservedStates, observed_states
 from beacon.train.opd.scripted_critic import ScriptedCritic, create_app
-from beacon.train.opd.states import ObservedStates, observed_states
 from beacon.types import Sample
 
 from .helpers import labels, make_trajectory

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from beacon.train.opd.impact_weights import (
+from beacon.train.opd.revue_loss import (
     WEIGHTINGS,
     grouped_weights,
     high_count,

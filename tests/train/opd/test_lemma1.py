@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from beacon.train.opd.topk import topk_reverse_kl
+from beacon.train.opd.revue_loss import topk_reverse_kl
 
 V, K, H = 50, 8, 6
 

@@ -14,17 +14,18 @@ from beacon.train.opd.assemble import (
     impact_sparsity,
     slot_statuses,
 )
-from beacon.train.opd.conditioning import condition_messages, reflection_text
 from beacon.train.opd.critic import ask_critic, build_critic_request
-from beacon.train.opd.impact_weights import adopted_target, grouped_weights
-from beacon.train.opd.states import group_kind, observed_states
-from beacon.train.opd.topk import (
+from beacon.train.opd.critic_schema import group_kind, observed_states
+from beacon.train.opd.revue_loss import (
+    adopted_target,
     batch_loss,
+    grouped_weights,
     support_logits,
     teacher_topk,
     topk_reverse_kl,
     trajectory_loss,
 )
+from beacon.train.opd.score import condition_messages, reflection_text
 from beacon.types import Sample
 
 from .helpers import labels, make_trajectory

@@ -7,13 +7,15 @@ import math
 import pytest
 import torch
 
-from beacon.train.opd.impact_weights import adopted_target, grouped_weights, token_impact
-from beacon.train.opd.topk import (
+from beacon.train.opd.revue_loss import (
+    adopted_target,
     batch_loss,
+    grouped_weights,
     reduce_logits,
     support_logits,
     support_reverse_kl,
     teacher_topk,
+    token_impact,
     topk_reverse_kl,
     trajectory_loss,
 )

@@ -10,9 +10,8 @@ from PIL import Image
 from beacon.benchmarks.synth_demo import coords, generate
 from beacon.train.opd.assemble import check_and_assemble
 from beacon.train.opd.critic import HttpCritic, build_critic_request
-from beacon.train.opd.critic_output import parse_critic_output
+from beacon.train.opd.critic_schema import observed_states, parse_critic_output
 from beacon.train.opd.scripted_critic import ScriptedCritic, first_image, request_text, task_fields
-from beacon.train.opd.states import observed_states
 
 from .helpers import labels, make_trajectory
 

@@ -20,9 +20,9 @@ from beacon.engines.serve import run_app_in_thread
 from beacon.images import ImageStore
 from beacon.sandbox import Sandbox
 from beacon.train.opd.assemble import Assembly, check_and_assemble
-from beacon.train.opd.conditioning import reflection_text
 from beacon.train.opd.critic import HttpCritic, ask_critic, build_critic_request
-from beacon.train.opd.critic_output import CriticOutput, parse_critic_output
+from beacon.train.opd.critic_schema import CriticOutput, observed_states, parse_critic_output
+from beacon.train.opd.score import reflection_text
 from beacon.train.opd.scripted_critic import (
     KEYS_GROUNDING,
     KEYS_REFLECTION_PHRASES,
@@ -31,7 +31,6 @@ from beacon.train.opd.scripted_critic import (
     first_image,
     request_text,
 )
-from beacon.train.opd.states import observed_states
 from beacon.types import Sample, Trajectory
 
 from .helpers import labels

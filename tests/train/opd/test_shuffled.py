@@ -14,7 +14,7 @@ from beacon.benchmarks.synth_keys import generate
 from beacon.images import ImageStore
 from beacon.sandbox import Sandbox
 from beacon.train.opd.assemble import Assembly
-from beacon.train.opd.conditioning import reflection_text
+from beacon.train.opd.score import reflection_text
 from beacon.train.opd.shuffled import (
     POOL_FILE,
     GroupReflections,

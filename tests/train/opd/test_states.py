@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from beacon.engines.base import GenerationResult
-from beacon.train.opd.states import group_kind, observed_states
+from beacon.train.opd.critic_schema import group_kind, observed_states
 from beacon.types import Sample
 from beacon.verify import Judge
 

@@ -56,7 +56,7 @@ class LoraConfig(StrictModel):
 
 class ServedRolloutConfig(StrictModel):
     """Where a recipe's rollouts run: an in-process hf engine, or `beacon serve` processes
-    (`beacon.train.core.weight_sync`). GRPO's and OPD's `rollout:` sections both hold these."""
+    (`beacon.train.core.setup`). GRPO's and OPD's `rollout:` sections both hold these."""
 
     concurrency: int = Field(32, ge=1, description="Episodes in flight in the agent loop.")
     servers: list[str] = Field(

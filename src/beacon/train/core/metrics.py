@@ -33,7 +33,7 @@ from beacon.config import flatten, to_dict
 from beacon.errors import UserError
 from beacon.jsonl import JsonlWriter, read_jsonl, repair_jsonl, write_jsonl_atomic
 from beacon.progress import Progress
-from beacon.rollout.checks import CHECK_REASONS
+from beacon.rollout import CHECK_REASONS
 from beacon.runfolder import METRICS_FILE
 
 

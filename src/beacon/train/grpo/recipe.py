@@ -1,7 +1,7 @@
 """GRPO with NAAR and HGCE (beacon.md §4): wiring only.
 
 config -> policy (trainer) + rollout engine (in-process `hf`, or the `beacon serve` processes
-of `rollout.servers`: `train.core.weight_sync`) + sandbox + agent loop -> `loop.run` with
+of `rollout.servers`: `train.core.setup`) + sandbox + agent loop -> `loop.run` with
 `grpo_step`:
 rollouts (`beacon.rollout.Rollouts`: the benchmark's prompt and scorer, failed episodes and
 trajectories that are not what the engine sampled dropped and counted), HGCE rescue of
@@ -57,8 +57,7 @@ from beacon.train.core.outcomes import (
     item_decision_box,
     item_label,
 )
-from beacon.train.core.setup import build_policy, open_run
-from beacon.train.core.weight_sync import WeightSync, rollout_engine
+from beacon.train.core.setup import WeightSync, build_policy, open_run, rollout_engine
 from beacon.train.grpo.config import GRPOConfig
 from beacon.train.grpo.group_scoring import score_groups
 from beacon.train.grpo.hints import HintSource, check_hint, needs_hint
@@ -108,7 +107,7 @@ class Rescue:
 
 
 def sync_weights(parts: GRPOParts) -> None:
-    """Copy the trainer's weights into the rollout engine(s) (`weight_sync.WeightSync`)."""
+    """Copy the trainer's weights into the rollout engine(s) (`setup.WeightSync`)."""
     parts.weight_sync(parts.policy.accelerator, parts.policy.model)
 
 
@@ -254,7 +253,7 @@ def build_parts(
     logits_processors: LogitsProcessorFactory | None = None,
 ) -> GRPOParts:
     """Policy, optimizer, engine, sandbox, agent loop and the RL set; closed by `stack`;
-    `logits_processors`: the in-process rollout engine's (`weight_sync.rollout_engine`)."""
+    `logits_processors`: the in-process rollout engine's (`setup.rollout_engine`)."""
     bench = get_benchmark(cfg.rollout.benchmark)
     samples = list(
         bench.load(path=cfg.rollout.path, limit=cfg.rollout.limit, seed=cfg.rollout.data_seed)

@@ -44,9 +44,17 @@ from dataclasses import dataclass, field, replace
 import torch
 from torch import Tensor
 
-from beacon.train.opd.critic_output import CriticOutput, Diagnosis, Grounding, Reading
-from beacon.train.opd.impact_weights import high_count
-from beacon.train.opd.states import ObservedState, ObservedStates, group_kind, rollout_id
+from beacon.train.opd.critic_schema import (
+    CriticOutput,
+    Diagnosis,
+    Grounding,
+    ObservedState,
+    ObservedStates,
+    Reading,
+    group_kind,
+    rollout_id,
+)
+from beacon.train.opd.revue_loss import high_count
 
 
 @dataclass(frozen=True)

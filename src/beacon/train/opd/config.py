@@ -27,7 +27,7 @@ from beacon.train.core.config import (
     ServedRolloutConfig,
     TrainConfig,
 )
-from beacon.train.opd.impact_weights import WEIGHTINGS
+from beacon.train.opd.revue_loss import WEIGHTINGS
 from beacon.train.opd.shuffled import REFLECTION_SOURCES
 
 ALPHA_SWEEP = (0.05, 0.1, 0.2, 0.5, 1.0)

@@ -59,9 +59,16 @@ from beacon.engines.openai import OpenAIEngine
 from beacon.jsonl import JsonlWriter, repair_jsonl
 from beacon.runfolder import CRITIC_LOG
 from beacon.train.opd.config import RevueConfig
-from beacon.train.opd.critic_output import RESPONSE_FORMAT, CriticOutput, parse_critic_output
 from beacon.train.opd.critic_prompts import PROMPT_VERSION, SYSTEM_PROMPTS
-from beacon.train.opd.states import ObservedState, ObservedStates, group_kind, rollout_id
+from beacon.train.opd.critic_schema import (
+    RESPONSE_FORMAT,
+    CriticOutput,
+    ObservedState,
+    ObservedStates,
+    group_kind,
+    parse_critic_output,
+    rollout_id,
+)
 from beacon.types import ToolCall, Trajectory
 
 logger = logging.getLogger(__name__)

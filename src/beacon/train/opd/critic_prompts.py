@@ -82,4 +82,4 @@ Set applicable to false only when the task has no visual evidence chain at all.
 )
 
 SYSTEM_PROMPTS = {"all_correct": ALL_CORRECT, "mixed": MIXED, "all_wrong": ALL_WRONG}
-"""The system prompt by group kind (`beacon.train.opd.states.GroupKind`)."""
+"""The system prompt by group kind (`beacon.train.opd.critic_schema.GroupKind`)."""

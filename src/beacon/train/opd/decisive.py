@@ -28,9 +28,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from beacon.train.core.encode import EncodedTrajectory
+from beacon.train.opd.revue_loss import TeacherScores
 from beacon.train.opd.score import first_divergence, supervised_positions
 from beacon.train.opd.step import Distilled, OPDParts, conditioned_scores
-from beacon.train.opd.topk import TeacherScores
 from beacon.types import Sample
 
 

@@ -205,10 +205,9 @@ def coordinate_mask(trajectory: Trajectory, encoded: Any, parts: Any) -> torch.T
 
 def teacher_check(
     parts: OPDParts, cfg: TeacherCheckConfig, teacher_rollouts: Rollouts | None
-) -> TeacherCheck | None:
-    """Measure (or read back) the check, record it, and stop or warn as `cfg` says."""
-    if not cfg.enabled:
-        return None
+) -> TeacherCheck:
+    """Measure (or read back) the check, record it, and stop or warn as `cfg` says (the
+    recipe calls it only with `cfg.enabled`)."""
     path = parts.run_dir / CHECK_FILE
     if path.exists():
         check = TeacherCheck.model_validate_json(path.read_text())

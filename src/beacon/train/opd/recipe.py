@@ -14,7 +14,7 @@ Deviations and limits:
    (or set `teacher.base_url`).
 2. Rollouts run on an in-process `hf` engine or on the `beacon serve` processes of
    `rollout.servers`, built and given the trainer's weights after each step by the code GRPO
-   uses (`train.core.weight_sync`).
+   uses (`train.core.setup`).
 3. One tokenizer/processor handle, the student's, serves the student, its rollout engine, the
    teacher's scoring and the teacher check's engine (`check_vocab` has made sure the teacher
    maps ids to the same tokens; it loads the teacher's tokenizer for that comparison only).
@@ -41,8 +41,7 @@ from beacon.sandbox import Sandbox
 from beacon.train.core import train_loop as loop
 from beacon.train.core.checkpoint import TrainState
 from beacon.train.core.collate import PixelCache, rollout_check
-from beacon.train.core.setup import build_policy, open_run
-from beacon.train.core.weight_sync import rollout_engine
+from beacon.train.core.setup import build_policy, open_run, rollout_engine
 from beacon.train.opd.config import OPD_OPERATIONAL_KEYS, OPDConfig
 from beacon.train.opd.critic import CRITIC_LOG, CriticRunner, HttpCritic
 from beacon.train.opd.probe import CHECK_FILE, teacher_check
@@ -99,7 +98,7 @@ def build_parts(
     logits_processors: LogitsProcessorFactory | None = None,
 ) -> OPDParts:
     """Student, rollout engine, teacher, critic, sandbox and agent loop; closed by `stack`;
-    `logits_processors`: the in-process rollout engine's (`weight_sync.rollout_engine`)."""
+    `logits_processors`: the in-process rollout engine's (`setup.rollout_engine`)."""
     tokenizer = HFTokenizer.from_pretrained(cfg.model.path)  # the run's one handle
     check_vocab(tokenizer, cfg.teacher.path)
     policy = build_policy(cfg.model, cfg.train, accelerator)
@@ -147,11 +146,14 @@ def build_parts(
 
 
 def check_teacher(parts: OPDParts) -> None:
-    """The teacher check before step 1; an in-process teacher also rolls out for its accuracy
-    on an engine of its own (the run's tokenizer handle), closed again before training."""
+    """The teacher check before step 1 (`teacher_check.enabled`); an in-process teacher also
+    rolls out for its accuracy on an engine of its own (the run's tokenizer handle), closed
+    again before training."""
     cfg, rollout = parts.cfg, parts.cfg.rollout
-    if not cfg.teacher_check.enabled or (parts.run_dir / CHECK_FILE).exists():
-        teacher_check(parts, cfg.teacher_check, None)  # nothing, or the check read back
+    if not cfg.teacher_check.enabled:
+        return
+    if (parts.run_dir / CHECK_FILE).exists():
+        teacher_check(parts, cfg.teacher_check, None)  # the check read back
         return
     # the student's rollouts sample from its weights: servers may still hold another run's
     parts.weight_sync(parts.policy.accelerator, parts.policy.model)

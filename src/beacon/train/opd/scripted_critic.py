@@ -23,11 +23,11 @@ Rules for a `synth_keys` item instead (its metadata names its `kind`; the eviden
 its `regions`: [key box, target box], `marked`: [target box]; design:
 `../shared/research/demo2_design.md` §2.4):
 - Sufficient states: a post-tool state is sufficient when the crops available at it (its own
-  and the earlier ones of its rollout, the images `beacon.train.opd.states` lists for it) hold every
-  region; support: the fewest of those crops that do. A lucky crop of the target without the
-  key is not sufficient: it does not show that this cell is the one the key names. Crops the
-  request marks "not shown" are left out (the closed-set rule). The original state is not
-  sufficient: the digits are unreadable at full view.
+  and the earlier ones of its rollout, the images `beacon.train.opd.critic_schema` lists for
+  it) hold every region; support: the fewest of those crops that do. A lucky crop of the
+  target without the key is not sufficient: it does not show that this cell is the one the key
+  names. Crops the request marks "not shown" are left out (the closed-set rule). The original
+  state is not sufficient: the digits are unreadable at full view.
 - Reading: the question as query slot, the answer digit as observed value, the item's facts
   (key, colour, cell, digit) as the visual fact. Grounding: the kind's rule (`KEYS_GROUNDING`).
 - First broken link: CORRECT; OTHER without an answer; otherwise the stage is fixed by whether
@@ -274,7 +274,7 @@ KEYS_REFLECTION_PHRASES = [
     "nothing",
     "cell ",
 ]
-"""The fixed text `synth_keys` reflections add (`beacon.train.opd.conditioning.reflection_text` over
+"""The fixed text `synth_keys` reflections add (`beacon.train.opd.score.reflection_text` over
 `keys_answer`'s output), for the demo's tokenizer beside `beacon.demo.expert.KEYS_PHRASES`:
 a complete red-key reflection (544 characters) is 315 tokens with `KEYS_PHRASES` alone, 20 with
 these. None changes how an episode's own text splits (where "cell " or "the key" occur there,

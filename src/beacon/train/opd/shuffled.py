@@ -40,7 +40,7 @@ from pathlib import Path
 from beacon.jsonl import write_atomic
 from beacon.rollout import episode_seed
 from beacon.train.opd.assemble import Reflection
-from beacon.train.opd.conditioning import reflection_text
+from beacon.train.opd.score import reflection_text
 from beacon.types import Sample
 
 REFLECTION_SOURCES = ("own", "shuffled")

@@ -35,7 +35,7 @@ from beacon.train.core.checkpoint import TrainState
 from beacon.train.core.encode import EncodedTrajectory, encode_trajectory
 from beacon.train.core.health import group_health
 from beacon.train.core.outcomes import group_outcomes, item_label
-from beacon.train.core.weight_sync import WeightSync
+from beacon.train.core.setup import WeightSync
 from beacon.train.opd.assemble import (
     Assembly,
     check_and_assemble,
@@ -43,20 +43,25 @@ from beacon.train.opd.assemble import (
     impact_sparsity,
     slot_statuses,
 )
-from beacon.train.opd.conditioning import reflection_text
 from beacon.train.opd.critic import build_critic_request
-from beacon.train.opd.impact_weights import (
+from beacon.train.opd.critic_schema import observed_states
+from beacon.train.opd.revue_loss import (
     WEIGHTINGS,
     AdoptedTarget,
+    TeacherScores,
     adopted_target,
+    batch_loss,
     high_count,
     impact_order,
+    topk_reverse_kl,
+    trajectory_loss,
 )
 from beacon.train.opd.score import (
     SequenceScorer,
     conditioned_sequence,
     first_divergence,
     health_metrics,
+    reflection_text,
     supervised_positions,
     trajectory_health,
 )
@@ -69,8 +74,6 @@ from beacon.train.opd.shuffled import (
     step_donors,
     write_pool,
 )
-from beacon.train.opd.states import observed_states
-from beacon.train.opd.topk import TeacherScores, batch_loss, topk_reverse_kl, trajectory_loss
 from beacon.types import Sample
 
 if TYPE_CHECKING:
@@ -80,7 +83,7 @@ if TYPE_CHECKING:
     from beacon.images import ImageStore
     from beacon.train.opd.config import OPDConfig
     from beacon.train.opd.critic import CriticReply, CriticRunner
-    from beacon.train.opd.states import ObservedStates
+    from beacon.train.opd.critic_schema import ObservedStates
     from beacon.train.opd.teacher_server import RemoteTeacher
 
 logger = logging.getLogger(__name__)

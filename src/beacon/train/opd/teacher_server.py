@@ -32,8 +32,8 @@ from beacon.engines.tokenizer import HFTokenizer
 from beacon.images import encode_png
 from beacon.train.core.collate import PixelCache
 from beacon.train.core.encode import EncodedTrajectory
+from beacon.train.opd.revue_loss import TeacherScores
 from beacon.train.opd.score import SequenceScorer
-from beacon.train.opd.topk import TeacherScores
 
 
 class RemoteTeacher:

@@ -32,7 +32,7 @@ logger = logging.getLogger(__name__)
 DATA_FILE = "data.json"
 """{"trajectories": trained, "dropped_too_long": n, "dropped_inconsistent": {reason: n}}: what
 the run trains on, written at start (trajectories that are not what their engine sampled are
-left out: `beacon.rollout.checks`)."""
+left out: `beacon.rollout`)."""
 
 PlanFn = Callable[[Sequence[int]], list[ModelBatch]]
 """Dataset indices of this process's share -> its micro-batches."""
