@@ -56,8 +56,8 @@ START = "run_step"
 STOP = "optimizer_step"
 """The loop's function around `optimizer.step()`: counting ends when the first one returns."""
 BEFORE = {"grpo": (56, 50), "opd": (67, 70)}
-"""(files, package switches) of main at 4827083, before the re-foldering (this script; OPD with its
-teacher check off then, one file fewer than with it)."""
+"""(files, package switches) of main at 4827083, before the re-foldering (this script; OPD was
+counted with its teacher check off then)."""
 BEFORE_READER = {"grpo": (35, 21), "opd": (43, 34)}
 """The reader's view of main at 4827083 (`reader_view`; its servers were `revue/scripted.py` and
 `train/opd/teacher.py` then)."""

@@ -22,11 +22,9 @@ the original image(s), hence before every image the trajectory produced (those l
 observation messages). The paper appends the text at the message's end (`position="end"`);
 `position="before_question"` puts it after the images, before the question, so the question
 stays next to the answer: a model that copies from the question by relative position (a crop's
-coordinates) copies as it did without the reflection. The student's completion must then
-re-encode to the same token ids and the same length; any difference means the teacher would
-score other tokens, so q^R is discarded for that trajectory (u_i = 0, counted as "misaligned").
-`condition_messages` works on the chat structure of `beacon.engines.base.Message` and never
-mutates its input.
+coordinates) copies as it did without the reflection. A misaligned trajectory (point 3) keeps
+the base teacher because q^R would score other tokens (u_i = 0). `condition_messages` works on
+the chat structure of `beacon.engines.base.Message` and never mutates its input.
 
 Both teacher passes and the student use the models' final hidden states and output projection
 (`teacher_topk`, `support_logits`): no [T, V] tensor is kept. The student's sampled-token
